@@ -1,0 +1,52 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both build .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+FLASK := $(BIN)/flask --app app
+
+.PHONY: run test lint format bench bench-quick soak clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.runtime: requirements.txt | $(BIN)/activate
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/activate
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@ $(VENV)/.runtime
+
+## run: the app on its embedded SQLite database, seeded with demo orders on first start
+run: $(VENV)/.runtime
+	$(FLASK) init-db
+	$(FLASK) seed --if-empty
+	$(FLASK) run --port $${PORT:-5000}
+
+## test: lint, then the whole suite on SQLite, PostgreSQL, MariaDB and Chromium
+test: $(VENV)/.dev
+	scripts/ensure-chromium
+	scripts/ensure-databases
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(VENV)/.dev
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+## bench: the full benchmark (three engines, 300k rows, PostgreSQL also 3M); writes bench/results/
+bench: $(VENV)/.dev
+	scripts/ensure-databases
+	$(BIN)/python -m bench.run
+
+## bench-quick: the same measurements on small tables in about a minute
+bench-quick: $(VENV)/.dev
+	scripts/ensure-databases
+	$(BIN)/python -m bench.run --quick
+
+clean:
+	rm -rf $(VENV) instance .pytest_cache .hypothesis

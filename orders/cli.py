@@ -1,0 +1,117 @@
+"""Flask CLI commands: init-db, seed, export. Each wraps a plain function that tests call."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import click
+from flask import Flask, current_app
+from sqlalchemy import select
+from tqdm import tqdm
+from werkzeug.datastructures import MultiDict
+
+from pagination import PaginationError
+
+from .db import migrate
+from .export import csv_header, csv_text, export_batches, snapshot
+from .listing import InvalidParameter, ListRequest
+from .models import SORTS, STATUSES, Order
+from .seed import seed_orders
+
+
+def _session() -> Any:
+    return current_app.extensions["sessionmaker"]()
+
+
+@click.command("init-db")
+def init_db_command() -> None:
+    """Create or upgrade the schema to the newest migration (safe to run again)."""
+    migrate(current_app.extensions["engine"])
+    click.echo("database is at the newest migration")
+
+
+@click.command("seed")
+@click.option("--rows", default=300_000, show_default=True, help="How many orders to insert.")
+@click.option("--per-minute", default=3, show_default=True, help="Orders sharing each minute.")
+@click.option("--if-empty", is_flag=True, help="Seed only when the orders table is empty.")
+def seed_command(rows: int, per_minute: int, if_empty: bool) -> None:
+    """Insert demo orders, several per minute (equal timestamps are the realistic case)."""
+    with _session() as session:
+        if if_empty and session.scalar(select(Order.id).limit(1)) is not None:
+            click.echo("orders already present; not seeding")
+            return
+        started = time.perf_counter()
+        seed_orders(session, rows, per_minute=per_minute, progress=sys.stderr.isatty())
+        click.echo(f"seeded {rows:,} orders in {time.perf_counter() - started:.1f} s")
+
+
+class _StopFlag:
+    """Turns SIGINT/SIGTERM into a request to stop at the next batch boundary."""
+
+    def __init__(self) -> None:
+        self.stop = False
+
+    def __call__(self, _signum: int, _frame: Any) -> None:
+        self.stop = True
+
+
+@click.command("export")
+@click.option("--sort", type=click.Choice(list(SORTS)), default="newest", show_default=True)
+@click.option("--status", type=click.Choice(STATUSES), default=None)
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write (default: standard output).")  # fmt: skip
+@click.option("--after", default=None, help="Resume after this cursor (printed by an interrupted export).")
+@click.option("--consistent", is_flag=True, help="Read one snapshot (REPEATABLE READ) for the whole export.")
+@click.option("--batch-size", default=1000, show_default=True)
+def export_command(
+    sort: str, status: str | None, output: Path | None, after: str | None, consistent: bool, batch_size: int
+) -> None:
+    """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
+    interrupted file and the resumed one concatenate into the full export."""
+    args = MultiDict({"sort": sort, **({"status": status} if status else {}), **({"after": after} if after else {})})
+    try:
+        listing = ListRequest.from_args(args, default_limit=20)
+    except InvalidParameter as err:
+        raise click.BadParameter(str(err)) from None
+    flag = _StopFlag()
+    previous = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
+    out = output.open("a" if after else "w", encoding="utf-8", newline="") if output else sys.stdout
+    cursor = after
+    written = 0
+    try:
+        with _session() as session:
+            batches = export_batches(session, listing, current_app.extensions["cursor_codec"], batch_size=batch_size)
+            if after is None:
+                out.write(csv_header())
+            with snapshot(session) if consistent else nullcontext(), tqdm(
+                unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting"
+            ) as bar:
+                for batch in batches:
+                    out.write(csv_text(batch))
+                    out.flush()
+                    cursor = batch.cursor
+                    written += len(batch.items)
+                    bar.update(len(batch.items))
+                    if flag.stop:
+                        break
+    except PaginationError as err:
+        raise click.BadParameter(str(err), param_hint="--after") from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if output:
+            out.close()
+    if flag.stop:
+        click.echo(f"interrupted after {written:,} rows; resume with: --after {cursor}", err=True)
+        sys.exit(130)
+    click.echo(f"exported {written:,} rows", err=True)
+
+
+def init_app(app: Flask) -> None:
+    for command in (init_db_command, seed_command, export_command):
+        app.cli.add_command(command)

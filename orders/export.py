@@ -1,0 +1,67 @@
+"""CSV export by keyset batches: constant memory, resumable by cursor, optionally one snapshot."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.orm import Session
+
+from pagination import Batch, CursorCodec, iterate
+
+from .listing import ListRequest
+from .serialize import CSV_COLUMNS, order_csv_row
+
+EXPORT_BATCH_SIZE = 1000
+
+
+def export_batches(
+    session: Session, listing: ListRequest, codec: CursorCodec, *, batch_size: int = EXPORT_BATCH_SIZE
+) -> Iterator[Batch]:
+    return iterate(
+        session,
+        listing.statement(),
+        listing.keyset,
+        batch_size=batch_size,
+        codec=codec,
+        after=listing.after,
+        filters=listing.filters,
+    )
+
+
+def csv_text(batch: Batch) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows(order_csv_row(order) for order in batch.items)
+    return buffer.getvalue()
+
+
+def csv_header() -> str:
+    return ",".join(CSV_COLUMNS) + "\n"
+
+
+def csv_chunks(batches: Iterable[Batch], *, header: bool = True) -> Iterator[str]:
+    if header:
+        yield csv_header()
+    for batch in batches:
+        yield csv_text(batch)
+
+
+@contextmanager
+def snapshot(session: Session) -> Iterator[Session]:
+    """Run the session's reads in one REPEATABLE READ transaction: a consistent export.
+
+    PostgreSQL and MariaDB/InnoDB give a snapshot taken at the first read; SQLite's single
+    read transaction (WAL) already sees one snapshot until it ends.
+    """
+    dialect = session.get_bind().dialect.name
+    if dialect != "sqlite":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    else:
+        session.connection()
+    try:
+        yield session
+    finally:
+        session.rollback()

@@ -1,0 +1,96 @@
+"""One list request, parsed and validated once for the HTML page, the fragments and the JSON API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+from werkzeug.datastructures import MultiDict
+
+from pagination import CursorCodec, Keyset, Page, paginate
+
+from .models import DEFAULT_SORT, SORTS, STATUSES, Order
+
+MAX_LIMIT = 100
+
+
+class InvalidParameter(ValueError):
+    """A query parameter a client got wrong; the message names it and says what is allowed."""
+
+
+def _single(args: MultiDict[str, str], name: str) -> str | None:
+    values = args.getlist(name)
+    if len(values) > 1:
+        raise InvalidParameter(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def parse_int(args: MultiDict[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = _single(args, name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {raw[:40]!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    sort: str
+    status: str | None
+    limit: int
+    after: str | None
+    before: str | None
+
+    @classmethod
+    def from_args(cls, args: MultiDict[str, str], *, default_limit: int) -> ListRequest:
+        sort = _single(args, "sort") or DEFAULT_SORT
+        if sort not in SORTS:
+            raise InvalidParameter(f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
+        status = _single(args, "status") or None
+        if status is not None and status not in STATUSES:
+            raise InvalidParameter(
+                f"status must be one of {', '.join(STATUSES)}, not {status[:40]!r}"
+            )
+        limit = parse_int(args, "limit", default_limit, 1, MAX_LIMIT)
+        after = _single(args, "after")
+        before = _single(args, "before")
+        if after is not None and before is not None:
+            raise InvalidParameter("give either after or before, not both")
+        return cls(sort, status, limit, after, before)
+
+    @property
+    def keyset(self) -> Keyset:
+        return SORTS[self.sort]
+
+    @property
+    def filters(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+    def statement(self) -> Select[Any]:
+        stmt = select(Order)
+        if self.status is not None:
+            stmt = stmt.where(Order.status == self.status)
+        return stmt
+
+    def page(self, session: Session, codec: CursorCodec) -> Page:
+        return paginate(
+            session,
+            self.statement(),
+            self.keyset,
+            limit=self.limit,
+            codec=codec,
+            after=self.after,
+            before=self.before,
+            filters=self.filters,
+        )
+
+    def query_args(self, **changes: Any) -> dict[str, Any]:
+        """URL parameters for a link from this list, without defaults (short, shareable URLs)."""
+        args: dict[str, Any] = {"sort": self.sort, "status": self.status}
+        args.update(changes)
+        if args.get("sort") == DEFAULT_SORT:
+            args.pop("sort")
+        return {k: v for k, v in args.items() if v is not None}

@@ -1,0 +1,99 @@
+"""Demo and benchmark data: three orders per minute, so equal timestamps are the common case."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import insert, text
+from sqlalchemy.orm import Session
+from tqdm import tqdm
+
+from .models import STATUSES, Order
+
+CUSTOMERS = [
+    "Ana Souza", "Bruno Lima", "Carla Mendes", "Diego Alves", "Elisa Rocha", "Felipe Costa",
+    "Gabriela Dias", "Henrique Melo", "Isabela Nunes", "João Pereira", "Karina Lopes",
+    "Lucas Ribeiro", "Mariana Castro", "Nicolas Teixeira", "Olívia Martins", "Paulo Barros",
+    "Quésia Farias", "Rafael Gomes", "Sofia Cardoso", "Tiago Moreira", "Úrsula Freitas",
+    "Vitor Araújo", "Wesley Pinto", "Yara Monteiro", "Zeca Batista",
+]  # fmt: skip
+# Weighted like a real shop: most orders are paid or shipped.
+STATUS_CYCLE = ["paid", "shipped", "paid", "pending", "shipped", "paid", "cancelled", "shipped"]
+BATCH_SIZE = 10_000
+assert set(STATUS_CYCLE) == set(STATUSES)
+
+
+def _start(now: dt.datetime | None) -> dt.datetime:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.replace(second=0, microsecond=0)
+
+
+def generate_rows(rows: int, *, per_minute: int = 3, now: dt.datetime | None = None) -> Iterator[dict[str, Any]]:
+    """Row g (0-based, ids ascending) is placed (rows-1-g)//per_minute minutes before `now`."""
+    start = _start(now)
+    for g in range(rows):
+        yield {
+            "customer": CUSTOMERS[(g * 7) % len(CUSTOMERS)],
+            "amount": Decimal((g * 7919) % 99991 + 100) / 100,
+            "status": STATUS_CYCLE[(g * 13) % len(STATUS_CYCLE)],
+            "created_at": start - dt.timedelta(minutes=(rows - 1 - g) // per_minute),
+        }
+
+
+def _seed_postgresql(session: Session, rows: int, per_minute: int, now: dt.datetime | None) -> None:
+    # The fast path: PostgreSQL generates the rows itself, one statement, no round trips.
+    session.execute(
+        text(
+            """
+            INSERT INTO orders (customer, amount, status, created_at)
+            SELECT (CAST(:customers AS text[]))[1 + (g * 7) % :n_customers],
+                   ((g * 7919) % 99991 + 100) / 100.0,
+                   (CAST(:statuses AS text[]))[1 + (g * 13) % :n_statuses],
+                   CAST(:start AS timestamptz) - make_interval(mins => ((:rows - 1 - g) / :per_minute)::int)
+            FROM generate_series(0, CAST(:rows AS bigint) - 1) AS g
+            """
+        ),
+        {
+            "customers": CUSTOMERS,
+            "n_customers": len(CUSTOMERS),
+            "statuses": STATUS_CYCLE,
+            "n_statuses": len(STATUS_CYCLE),
+            "start": _start(now),
+            "rows": rows,
+            "per_minute": per_minute,
+        },
+    )
+
+
+def seed_orders(
+    session: Session,
+    rows: int,
+    *,
+    per_minute: int = 3,
+    now: dt.datetime | None = None,
+    progress: bool = False,
+) -> None:
+    """Insert `rows` orders ending at `now`, `per_minute` sharing each minute, and commit."""
+    if rows <= 0:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        _seed_postgresql(session, rows, per_minute, now)
+        session.commit()
+        return
+    # Elsewhere: batched executemany (PyMySQL folds each batch into multi-row INSERTs).
+    table = Order.__table__
+    batch: list[dict[str, Any]] = []
+    with tqdm(total=rows, unit="rows", disable=not progress, desc="seeding") as bar:
+        for row in generate_rows(rows, per_minute=per_minute, now=now):
+            batch.append(row)
+            if len(batch) == BATCH_SIZE:
+                session.execute(insert(table), batch)
+                bar.update(len(batch))
+                batch = []
+        if batch:
+            session.execute(insert(table), batch)
+            bar.update(len(batch))
+    session.commit()

@@ -1,0 +1,329 @@
+"""Keyset ("seek method") pagination on SQLAlchemy 2: sorts, seek predicates, pages.
+
+The next page is found from the key values of the last row shown, never by counting rows,
+so inserts and deletes elsewhere in the table cannot shift it, and the database reads about
+``limit + 1`` index entries at any depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, and_, literal, or_, tuple_
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
+
+from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
+from .errors import CursorMismatch, InvalidCursor, KeysetError, PaginationError
+
+# Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
+# "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it, see docs/design.md.
+_ROW_VALUE_DIALECTS = {"postgresql", "sqlite"}
+
+
+@dataclass(frozen=True)
+class _Column:
+    expr: ColumnElement[Any]
+    descending: bool
+
+
+def _unwrap(term: Any) -> _Column:
+    descending = False
+    if isinstance(term, UnaryExpression):
+        if term.modifier is operators.desc_op:
+            descending = True
+        elif term.modifier is not operators.asc_op:
+            raise KeysetError(f"unsupported ordering {term}: use .asc() or .desc() (no NULLS)")
+        term = term.element
+    if hasattr(term, "__clause_element__"):
+        term = term.__clause_element__()
+    if isinstance(term, UnaryExpression):  # e.g. .desc().nullsfirst()
+        raise KeysetError(f"unsupported ordering {term}: NULLS FIRST/LAST cannot be paged")
+    if not hasattr(term, "nullable") or not hasattr(term, "table"):
+        raise KeysetError(f"keyset columns must be table columns, not {term!r}")
+    return _Column(term, descending)
+
+
+class Keyset:
+    """A named, total sort order: ``Keyset("newest", Order.created_at.desc(), Order.id.desc())``.
+
+    Every column must be NOT NULL (NULLs do not compare), and the last one must be unique
+    (the primary key) so that no two rows tie on the whole key.
+    """
+
+    def __init__(self, name: str, *order_by: Any):
+        if not order_by:
+            raise KeysetError(f"sort {name!r} needs at least one column")
+        self.name = name
+        self.columns = tuple(_unwrap(term) for term in order_by)
+        for column in self.columns:
+            if column.expr.nullable:
+                raise KeysetError(
+                    f"sort {name!r}: column {column.expr.name!r} is nullable; "
+                    "NULLs do not compare, so keyset columns must be NOT NULL"
+                )
+        last = self.columns[-1].expr
+        table_pk = list(getattr(last.table, "primary_key", []))
+        unique = getattr(last, "unique", False) or (last.primary_key and len(table_pk) == 1)
+        if not unique:
+            raise KeysetError(
+                f"sort {name!r} must end in a unique column (the primary key); "
+                f"{last.name!r} is not unique, so rows could tie and be skipped or repeated"
+            )
+
+    def __repr__(self) -> str:
+        terms = ", ".join(f"{c.expr.name} {'desc' if c.descending else 'asc'}" for c in self.columns)
+        return f"Keyset({self.name!r}: {terms})"
+
+    def order_by(self, *, backward: bool = False) -> list[ColumnElement[Any]]:
+        """ORDER BY clauses, reversed when reading backward (a `before` page)."""
+        return [
+            c.expr.desc() if c.descending != backward else c.expr.asc() for c in self.columns
+        ]
+
+    def seek(
+        self, keys: Sequence[Any], *, backward: bool = False, inclusive: bool = False, dialect: str = ""
+    ) -> ColumnElement[bool]:
+        """Rows strictly after `keys` in this order (before, when `backward`).
+
+        The form is chosen so that each engine reads an index range (measured in the design doc):
+        - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
+          runs the same way;
+        - otherwise the expanded OR with a leading bound on the first column,
+          ``a <= :a AND (a < :a OR (a = :a AND b < :b))``: the bound gives the range, the OR
+          only filters the rows that tie on the first column.
+        """
+        values = [literal(v, type_=c.expr.type) for c, v in zip(self.columns, keys, strict=True)]
+
+        def later(column: _Column, value: Any, or_equal: bool) -> ColumnElement[bool]:
+            smaller = column.descending != backward
+            if smaller:
+                return column.expr <= value if or_equal else column.expr < value
+            return column.expr >= value if or_equal else column.expr > value
+
+        same_direction = len({c.descending for c in self.columns}) == 1
+        if dialect in _ROW_VALUE_DIALECTS and same_direction and len(self.columns) > 1:
+            row = _Column(tuple_(*(c.expr for c in self.columns)), self.columns[0].descending)
+            return later(row, tuple_(*values), inclusive)
+
+        last = len(self.columns) - 1
+        branches = []
+        for i, (column, value) in enumerate(zip(self.columns, values)):
+            ties = [c.expr == v for c, v in zip(self.columns[:i], values[:i])]
+            branches.append(and_(*ties, later(column, value, inclusive and i == last)))
+        expanded = or_(*branches)
+        if last == 0:
+            return expanded
+        return and_(later(self.columns[0], values[0], True), expanded)
+
+    def check(self, position: Position, *, direction: str, filters: str) -> None:
+        """Refuse a cursor made for another sort, direction or filters."""
+        if position.sort != self.name:
+            raise CursorMismatch(
+                f"cursor was made for sort {position.sort!r}, not {self.name!r}: "
+                "start again from the first page of this sort"
+            )
+        if position.direction != direction:
+            raise CursorMismatch(
+                f"cursor was made for {position.direction!r}, not {direction!r}: "
+                f"pass it as {position.direction!r}"
+            )
+        if position.filters != filters:
+            raise CursorMismatch(
+                "cursor was made for other filters: start again from the first page"
+            )
+        if len(position.keys) != len(self.columns):
+            raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
+        for column, value in zip(self.columns, position.keys):
+            try:
+                expected = column.expr.type.python_type
+            except NotImplementedError:
+                continue
+            if not isinstance(value, expected):
+                raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
+
+
+@dataclass
+class Page:
+    """One page of a keyset walk, in display order."""
+
+    items: list[Any]
+    next_cursor: str | None = None  # `after` cursor: set only when a next row exists
+    prev_cursor: str | None = None  # `before` cursor: set only when a previous row exists
+    # A `before` cursor at the first item, even on the first page: poll it to learn whether
+    # rows have arrived above the page (the "N new orders" banner).
+    head_cursor: str | None = field(default=None, repr=False)
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_cursor is not None
+
+    @property
+    def has_previous(self) -> bool:
+        return self.prev_cursor is not None
+
+
+@dataclass
+class Batch:
+    """A batch of an export walk and the `after` cursor that resumes right behind it."""
+
+    items: list[Any]
+    cursor: str | None
+
+
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+def _fetch(
+    session: Session,
+    stmt: Select[Any],
+    keyset: Keyset,
+    keys: Sequence[Any] | None,
+    *,
+    backward: bool,
+    inclusive: bool,
+    limit: int,
+) -> list[tuple[Any, tuple[Any, ...]]]:
+    """Rows of `stmt` past `keys` in keyset order, each with its own key values."""
+    n = len(keyset.columns)
+    keyed = stmt.add_columns(*(c.expr.label(f"_keyset_{i}") for i, c in enumerate(keyset.columns)))
+    if keys is not None:
+        keyed = keyed.where(
+            keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=_dialect(session))
+        )
+    keyed = keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
+    rows = []
+    for row in session.execute(keyed):
+        item = row[0] if len(row) == n + 1 else tuple(row[:-n])
+        rows.append((item, tuple(row[-n:])))
+    return rows
+
+
+def _exists(
+    session: Session, stmt: Select[Any], keyset: Keyset, keys: Sequence[Any], *, backward: bool, inclusive: bool
+) -> bool:
+    """One index probe: is there any row past `keys` in that direction?"""
+    probe = (
+        stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
+        .where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=_dialect(session)))
+        .order_by(None)
+        .order_by(*keyset.order_by(backward=backward))
+        .limit(1)
+    )
+    return session.execute(probe).first() is not None
+
+
+def paginate(
+    session: Session,
+    stmt: Select[Any],
+    keyset: Keyset,
+    *,
+    limit: int,
+    codec: CursorCodec,
+    after: str | None = None,
+    before: str | None = None,
+    filters: dict[str, Any] | None = None,
+) -> Page:
+    """One page of `stmt` in `keyset` order: the first page, or the page `after`/`before` a cursor.
+
+    `filters` are the user-facing filters already applied to `stmt`; their fingerprint is bound
+    into the cursors so a cursor cannot be replayed against other filters.
+    Raises InvalidCursor or CursorMismatch (both ValueError) for a cursor the client should not send.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise PaginationError("limit must be a positive integer")
+    if after is not None and before is not None:
+        raise PaginationError("give either after or before, not both")
+    fingerprint = filters_fingerprint(filters)
+    direction = BEFORE if before is not None else AFTER
+    cursor = before if before is not None else after
+    position = None
+    if cursor is not None:
+        position = codec.decode(cursor)
+        keyset.check(position, direction=direction, filters=fingerprint)
+    backward = direction == BEFORE
+
+    def make(keys: Sequence[Any], side: str, inclusive: bool = False) -> str:
+        return codec.encode(Position(keyset.name, side, fingerprint, tuple(keys), inclusive))
+
+    # Fetch one extra row to learn whether the page has a successor, without COUNT(*).
+    rows = _fetch(
+        session,
+        stmt,
+        keyset,
+        position.keys if position else None,
+        backward=backward,
+        inclusive=bool(position and position.inclusive),
+        limit=limit + 1,
+    )
+    more_beyond = len(rows) > limit
+    rows = rows[:limit]
+    if backward:
+        rows.reverse()
+    page = Page(items=[item for item, _ in rows])
+    if rows:
+        page.head_cursor = make(rows[0][1], BEFORE)
+
+    # The far side (the way we read) is known from the extra row; the near side (the way we
+    # came from) needs one probe, because the cursor's own row may have been deleted since.
+    if backward:
+        if more_beyond:
+            page.prev_cursor = make(rows[0][1], BEFORE)
+        if rows:
+            if _exists(session, stmt, keyset, rows[-1][1], backward=False, inclusive=False):
+                page.next_cursor = make(rows[-1][1], AFTER)
+        elif position and _exists(session, stmt, keyset, position.keys, backward=False, inclusive=True):
+            page.next_cursor = make(position.keys, AFTER, inclusive=True)
+    else:
+        if more_beyond:
+            page.next_cursor = make(rows[-1][1], AFTER)
+        if position is not None:
+            if rows:
+                if _exists(session, stmt, keyset, rows[0][1], backward=True, inclusive=False):
+                    page.prev_cursor = make(rows[0][1], BEFORE)
+            elif _exists(session, stmt, keyset, position.keys, backward=True, inclusive=True):
+                page.prev_cursor = make(position.keys, BEFORE, inclusive=True)
+    return page
+
+
+def iterate(
+    session: Session,
+    stmt: Select[Any],
+    keyset: Keyset,
+    *,
+    batch_size: int,
+    codec: CursorCodec | None = None,
+    after: str | None = None,
+    filters: dict[str, Any] | None = None,
+) -> Iterator[Batch]:
+    """Walk all of `stmt` in `keyset` order, `batch_size` rows per query, in constant memory.
+
+    Each batch carries the `after` cursor that resumes right behind it (when a codec is given),
+    so an interrupted export can continue where it stopped.
+    """
+    if batch_size < 1:
+        raise PaginationError("batch_size must be a positive integer")
+    fingerprint = filters_fingerprint(filters)
+    keys: Sequence[Any] | None = None
+    inclusive = False
+    if after is not None:
+        if codec is None:
+            raise PaginationError("resuming from a cursor needs the codec that made it")
+        position = codec.decode(after)
+        keyset.check(position, direction=AFTER, filters=fingerprint)
+        keys, inclusive = position.keys, position.inclusive
+    while True:
+        rows = _fetch(session, stmt, keyset, keys, backward=False, inclusive=inclusive, limit=batch_size)
+        if not rows:
+            return
+        keys, inclusive = rows[-1][1], False
+        cursor = None
+        if codec is not None:
+            cursor = codec.encode(Position(keyset.name, AFTER, fingerprint, tuple(keys)))
+        yield Batch(items=[item for item, _ in rows], cursor=cursor)
+        if len(rows) < batch_size:
+            return
