@@ -2,7 +2,7 @@
 
 from .cursor import AFTER, BEFORE, MAX_CURSOR_LENGTH, CursorCodec, Position, filters_fingerprint
 from .errors import CursorMismatch, InvalidCursor, KeysetError, PaginationError
-from .keyset import Batch, Keyset, Page, iterate, paginate
+from .keyset import Batch, Keyset, Page, iterate, keyset_select, paginate
 
 __all__ = [
     "AFTER",
@@ -19,5 +19,6 @@ __all__ = [
     "Position",
     "filters_fingerprint",
     "iterate",
+    "keyset_select",
     "paginate",
 ]

@@ -157,6 +157,11 @@ class CursorCodec:
             raise InvalidCursor(f"cursor is longer than {self.max_length} characters")
         if not _CURSOR_CHARS.fullmatch(cursor):
             raise InvalidCursor("cursor is malformed: use it exactly as the server sent it")
+        signature = cursor.rpartition(".")[2]
+        if _b64encode(_b64decode(signature)) != signature:
+            # Base64's last character has spare bits: refuse the aliases of a real signature,
+            # so that every altered character makes the cursor invalid.
+            raise InvalidCursor("cursor is malformed: use it exactly as the server sent it")
         try:
             encoded = self._signer.unsign(cursor).decode()
         except BadSignature:

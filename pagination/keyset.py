@@ -178,6 +178,26 @@ def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
 
 
+def keyset_select(
+    stmt: Select[Any],
+    keyset: Keyset,
+    keys: Sequence[Any] | None = None,
+    *,
+    limit: int,
+    backward: bool = False,
+    inclusive: bool = False,
+    dialect: str = "",
+) -> Select[Any]:
+    """`stmt` restricted to rows past `keys`, in keyset order, with the key columns appended.
+
+    This is the one statement a page runs; tests EXPLAIN it to prove an index range is read.
+    """
+    keyed = stmt.add_columns(*(c.expr.label(f"_keyset_{i}") for i, c in enumerate(keyset.columns)))
+    if keys is not None:
+        keyed = keyed.where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=dialect))
+    return keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
+
+
 def _fetch(
     session: Session,
     stmt: Select[Any],
@@ -190,12 +210,9 @@ def _fetch(
 ) -> list[tuple[Any, tuple[Any, ...]]]:
     """Rows of `stmt` past `keys` in keyset order, each with its own key values."""
     n = len(keyset.columns)
-    keyed = stmt.add_columns(*(c.expr.label(f"_keyset_{i}") for i, c in enumerate(keyset.columns)))
-    if keys is not None:
-        keyed = keyed.where(
-            keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=_dialect(session))
-        )
-    keyed = keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
+    keyed = keyset_select(
+        stmt, keyset, keys, limit=limit, backward=backward, inclusive=inclusive, dialect=_dialect(session)
+    )
     rows = []
     for row in session.execute(keyed):
         item = row[0] if len(row) == n + 1 else tuple(row[:-n])

@@ -1,0 +1,77 @@
+"""Shared fixtures: a migrated throwaway database per engine, sessions, the Flask app, Chromium."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, delete
+from sqlalchemy.orm import Session
+
+from orders.db import make_engine, migrate
+from orders.models import Order
+from pagination import CursorCodec
+
+from .databases import ENGINES, throwaway_database, unavailable
+
+SECRET = "test-secret-that-is-long-enough-for-production-0123456789"
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated, empty database on each engine (tests using it run once per engine)."""
+    with throwaway_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        engine = make_engine(url)
+        migrate(engine)
+        engine.dispose()
+        yield url
+
+
+@pytest.fixture(scope="session")
+def engine(db_url: str) -> Iterator[Engine]:
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+def clear(engine: Engine) -> None:
+    with Session(engine) as session:
+        session.execute(delete(Order))
+        session.commit()
+
+
+@pytest.fixture
+def session(engine: Engine) -> Iterator[Session]:
+    clear(engine)
+    with Session(engine) as session:
+        yield session
+
+
+@pytest.fixture(scope="session")
+def codec() -> CursorCodec:
+    return CursorCodec(SECRET)
+
+
+# --- Chromium for pytest-playwright -------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """Debian's Chromium (Playwright's own download is unreachable here), else Playwright's."""
+    args = dict(browser_type_launch_args)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        args["executable_path"] = chromium
+    elif not list(Path.home().glob(".cache/ms-playwright/chromium-*")):
+        unavailable("Chromium", "install Debian's 'chromium' package (make test does it as root)")
+    args["args"] = [
+        *args.get("args", []),
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
+    return args

@@ -1,0 +1,61 @@
+"""Throwaway databases on each engine: created uniquely per test run, dropped at the end.
+
+PostgreSQL and MariaDB come from TEST_POSTGRES_URL / TEST_MYSQL_URL, else the servers on
+127.0.0.1. Where no server answers the tests skip loudly, except under CI=true, where a
+missing engine fails the run (a skipped engine must never pass for a tested one).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+ENGINES = ["sqlite", "postgresql", "mysql"]
+SERVER_URLS = {
+    "postgresql": os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    "mysql": os.environ.get("TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/mysql"),
+}
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(what: str, why: str) -> None:
+    message = f"{what} is not available: {why}"
+    if IN_CI:
+        pytest.fail(f"{message} (CI=true: every engine and the browser must really run)", pytrace=False)
+    pytest.skip(f"SKIPPED LOUDLY: {message}")
+
+
+@contextmanager
+def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[str]:
+    """Yield the URL of a new, empty database of `kind`; drop it afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_dir / f'{label}-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    server = make_url(SERVER_URLS[kind])
+    name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if kind == "postgresql":
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            else:
+                conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    except Exception as err:  # noqa: BLE001 - any failure to reach the server means "unavailable"
+        admin.dispose()
+        unavailable(kind, f"{server.render_as_string(hide_password=True)}: {str(err).splitlines()[0]}")
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            if kind == "postgresql":
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            else:
+                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()

@@ -1,0 +1,73 @@
+"""Test helpers: inserting orders, walking pages, the expected order computed in Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from orders.models import Order
+from pagination import CursorCodec, Keyset, Page, paginate
+
+UTC = dt.timezone.utc
+BASE = dt.datetime(2026, 3, 11, 10, 39, tzinfo=UTC)
+
+
+def add_orders(engine: Engine, rows: Iterable[tuple[dt.datetime, str, Decimal, str]]) -> list[int]:
+    with Session(engine) as session:
+        orders = [Order(created_at=t, customer=c, amount=a, status=s) for t, c, a, s in rows]
+        session.add_all(orders)
+        session.commit()
+        return [o.id for o in orders]
+
+
+def statement(status: str | None) -> Any:
+    stmt = select(Order)
+    return stmt if status is None else stmt.where(Order.status == status)
+
+
+def unpaged_ids(engine: Engine, keyset: Keyset, status: str | None) -> list[int]:
+    stmt = select(Order.id).order_by(*keyset.order_by())
+    if status is not None:
+        stmt = stmt.where(Order.status == status)
+    with Session(engine) as session:
+        return list(session.scalars(stmt))
+
+
+def get_page(engine: Engine, keyset: Keyset, codec: CursorCodec, limit: int, status: str | None, **cursor: Any) -> Page:
+    """One page in its own short session, as one web request would read it."""
+    with Session(engine) as session:
+        return paginate(
+            session, statement(status), keyset, limit=limit, codec=codec, filters={"status": status}, **cursor
+        )
+
+
+class Desc:
+    """Reverses comparison, to build a Python sort key for descending columns."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __lt__(self, other: Desc) -> bool:
+        return other.value < self.value
+
+    def __gt__(self, other: Desc) -> bool:
+        return other.value > self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Desc) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
+    """The keyset order in Python (valid for the lowercase ASCII names the tests use)."""
+    return tuple(
+        Desc(getattr(order, c.expr.key)) if c.descending else getattr(order, c.expr.key)
+        for c in keyset.columns
+    )
