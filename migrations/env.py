@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from alembic import context
 from sqlalchemy import create_engine
 
-import sys
-from pathlib import Path
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orders.models import Base  # noqa: E402
+from orders.models import Base
 
 target_metadata = Base.metadata
 

@@ -90,7 +90,7 @@ def validate_order(body: Any) -> dict[str, Any]:
 
     created_at = body.get("created_at")
     if created_at is None:
-        values["created_at"] = dt.datetime.now(dt.timezone.utc)
+        values["created_at"] = dt.datetime.now(dt.UTC)
     else:
         try:
             if not isinstance(created_at, str):
@@ -98,10 +98,10 @@ def validate_order(body: Any) -> dict[str, Any]:
             parsed_at = dt.datetime.fromisoformat(created_at)
             if parsed_at.tzinfo is None:
                 errors["created_at"] = "needs a timezone, e.g. 2026-03-11T10:39:00.123456Z"
-            elif not 1970 <= parsed_at.astimezone(dt.timezone.utc).year <= 9998:
+            elif not 1970 <= parsed_at.astimezone(dt.UTC).year <= 9998:
                 errors["created_at"] = "must be a date between 1970 and 9998"
             else:
-                values["created_at"] = parsed_at.astimezone(dt.timezone.utc)
+                values["created_at"] = parsed_at.astimezone(dt.UTC)
         except (ValueError, OverflowError):
             errors["created_at"] = "must be an ISO 8601 timestamp with a timezone"
     if errors:
@@ -136,4 +136,3 @@ def delete_order(order_id: int):  # type: ignore[no-untyped-def]
 def healthz():  # type: ignore[no-untyped-def]
     get_session().execute(text("SELECT 1"))  # a database error becomes 503 in errors.py
     return jsonify(status="ok")
-

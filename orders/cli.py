@@ -73,7 +73,9 @@ def export_command(
 ) -> None:
     """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
     interrupted file and the resumed one concatenate into the full export."""
-    args = MultiDict({"sort": sort, **({"status": status} if status else {}), **({"after": after} if after else {})})
+    args = MultiDict(
+        {"sort": sort, **({"status": status} if status else {}), **({"after": after} if after else {})}
+    )
     try:
         listing = ListRequest.from_args(args, default_limit=20)
     except InvalidParameter as err:
@@ -85,12 +87,15 @@ def export_command(
     written = 0
     try:
         with _session() as session:
-            batches = export_batches(session, listing, current_app.extensions["cursor_codec"], batch_size=batch_size)
+            batches = export_batches(
+                session, listing, current_app.extensions["cursor_codec"], batch_size=batch_size
+            )
             if after is None:
                 out.write(csv_header())
-            with snapshot(session) if consistent else nullcontext(), tqdm(
-                unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting"
-            ) as bar:
+            with (
+                snapshot(session) if consistent else nullcontext(),
+                tqdm(unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting") as bar,
+            ):
                 for batch in batches:
                     out.write(csv_text(batch))
                     out.flush()

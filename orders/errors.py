@@ -1,8 +1,8 @@
 """Every error maps to one status and one code, here: JSON under /api, an HTML page elsewhere.
 
-    invalid_cursor 400, cursor_mismatch 400, invalid_parameter 400, not_found 404,
-    method_not_allowed 405, payload_too_large 413, unsupported_media_type 415,
-    invalid_order 422, unavailable 503 (with Retry-After)
+invalid_cursor 400, cursor_mismatch 400, invalid_parameter 400, not_found 404,
+method_not_allowed 405, payload_too_large 413, unsupported_media_type 415,
+invalid_order 422, unavailable 503 (with Retry-After)
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request
-from sqlalchemy.exc import DBAPIError, OperationalError, TimeoutError as PoolTimeout
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
 from pagination import CursorMismatch, InvalidCursor, PaginationError

@@ -36,6 +36,18 @@ def parse_int(args: MultiDict[str, str], name: str, default: int, low: int, high
     return int(raw)
 
 
+def with_status_index_hint(stmt: Select[Any]) -> Select[Any]:
+    """Make MariaDB/MySQL read the (status, created_at, id) index as a range.
+
+    Left alone, MariaDB 10.11 picks a `ref` lookup on the status prefix for `SELECT *` and walks
+    it from the top, filtering by index condition pushdown: it reads every row above the
+    position (3 ms at 90% depth of 120k rows instead of 0.05 ms). The hint restores the range.
+    PostgreSQL and SQLite choose well on their own and take no hints.
+    """
+    hint = "FORCE INDEX (ix_orders_status_created_at_id)"
+    return stmt.with_hint(Order, hint, dialect_name="mysql").with_hint(Order, hint, dialect_name="mariadb")
+
+
 @dataclass(frozen=True)
 class ListRequest:
     sort: str
@@ -51,9 +63,7 @@ class ListRequest:
             raise InvalidParameter(f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
         status = _single(args, "status") or None
         if status is not None and status not in STATUSES:
-            raise InvalidParameter(
-                f"status must be one of {', '.join(STATUSES)}, not {status[:40]!r}"
-            )
+            raise InvalidParameter(f"status must be one of {', '.join(STATUSES)}, not {status[:40]!r}")
         limit = parse_int(args, "limit", default_limit, 1, MAX_LIMIT)
         after = _single(args, "after")
         before = _single(args, "before")
@@ -73,6 +83,8 @@ class ListRequest:
         stmt = select(Order)
         if self.status is not None:
             stmt = stmt.where(Order.status == self.status)
+            if self.sort in ("newest", "oldest"):
+                stmt = with_status_index_hint(stmt)
         return stmt
 
     def page(self, session: Session, codec: CursorCodec) -> Page:

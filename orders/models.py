@@ -48,7 +48,10 @@ class Order(Base):
     )
 
     def __repr__(self) -> str:
-        return f"<Order {self.id} {self.customer!r} {self.amount} {self.status} {self.created_at:%Y-%m-%dT%H:%M:%S.%fZ}>"
+        return (
+            f"<Order {self.id} {self.customer!r} {self.amount} {self.status} "
+            f"{self.created_at:%Y-%m-%dT%H:%M:%S.%fZ}>"
+        )
 
 
 SORTS: dict[str, Keyset] = {

@@ -27,11 +27,13 @@ assert set(STATUS_CYCLE) == set(STATUSES)
 
 
 def _start(now: dt.datetime | None) -> dt.datetime:
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     return now.replace(second=0, microsecond=0)
 
 
-def generate_rows(rows: int, *, per_minute: int = 3, now: dt.datetime | None = None) -> Iterator[dict[str, Any]]:
+def generate_rows(
+    rows: int, *, per_minute: int = 3, now: dt.datetime | None = None
+) -> Iterator[dict[str, Any]]:
     """Row g (0-based, ids ascending) is placed (rows-1-g)//per_minute minutes before `now`."""
     start = _start(now)
     for g in range(rows):

@@ -11,7 +11,7 @@ CSV_COLUMNS = ["id", "customer", "amount", "status", "created_at"]
 
 
 def iso_utc(value: dt.datetime) -> str:
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def order_json(order: Order) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from sqlalchemy import BigInteger, DateTime, Integer, Numeric
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.types import TypeDecorator
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):

@@ -16,7 +16,6 @@ from flask import (
     stream_with_context,
     url_for,
 )
-
 from markupsafe import Markup
 
 from pagination import paginate
@@ -38,8 +37,9 @@ def money(amount: Decimal) -> str:
 @bp.app_template_filter("timestamp")
 def timestamp(value: dt.datetime) -> Markup:
     """A <time> in UTC; app.js shows it in the reader's own timezone."""
-    utc = value.astimezone(dt.timezone.utc)
+    utc = value.astimezone(dt.UTC)
     return Markup('<time datetime="{}">{}</time>').format(iso_utc(utc), utc.strftime("%Y-%m-%d %H:%M UTC"))
+
 
 NEW_ORDERS_CAP = 99
 
@@ -73,7 +73,9 @@ def orders():  # type: ignore[no-untyped-def]
         "next_url": page.next_cursor
         and url_for("web.orders", **listing.query_args(after=page.next_cursor, page=page_number + 1)),
         "prev_url": page.prev_cursor
-        and url_for("web.orders", **listing.query_args(before=page.prev_cursor, page=max(page_number - 1, 1))),
+        and url_for(
+            "web.orders", **listing.query_args(before=page.prev_cursor, page=max(page_number - 1, 1))
+        ),
         "new_orders_url": page.head_cursor
         and listing.sort == "newest"
         and listing.before is None

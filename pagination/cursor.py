@@ -73,7 +73,7 @@ def _encode_value(value: Any) -> list[str]:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             return ["n", value.isoformat(timespec="microseconds")]
-        utc = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        utc = value.astimezone(dt.UTC).replace(tzinfo=None)
         return ["t", utc.isoformat(timespec="microseconds") + "Z"]
     if isinstance(value, dt.date):
         return ["D", value.isoformat()]
@@ -101,7 +101,7 @@ def _decode_value(tag: str, text: str) -> Any:
     if tag == "t":
         if not text.endswith("Z"):
             raise ValueError(text)
-        return dt.datetime.fromisoformat(text[:-1]).replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.fromisoformat(text[:-1]).replace(tzinfo=dt.UTC)
     if tag == "n":
         return dt.datetime.fromisoformat(text)
     if tag == "D":
@@ -135,9 +135,7 @@ class CursorCodec:
         if not secret:
             raise ValueError("a cursor secret is required")
         self.max_length = max_length
-        self._signer = Signer(
-            secret, salt="pagination.cursor", digest_method=hashlib.sha256, sep="."
-        )
+        self._signer = Signer(secret, salt="pagination.cursor", digest_method=hashlib.sha256, sep=".")
 
     def encode(self, position: Position) -> str:
         payload = [
@@ -152,9 +150,7 @@ class CursorCodec:
         cursor = self._signer.sign(_b64encode(data)).decode()
         if len(cursor) > self.max_length:
             # Only long text keys get here; the app bounds the columns it sorts by.
-            raise ValueError(
-                f"cursor would be {len(cursor)} characters, over the {self.max_length} limit"
-            )
+            raise ValueError(f"cursor would be {len(cursor)} characters, over the {self.max_length} limit")
         return cursor
 
     def decode(self, cursor: str) -> Position:

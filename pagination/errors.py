@@ -1,11 +1,11 @@
 """The pagination library's error tree.
 
-    ValueError
-     └── PaginationError          anything a client sent that cannot be paged
-          ├── InvalidCursor       not one of our cursors: malformed, bad signature, too long, old version
-          └── CursorMismatch      one of our cursors, given with another sort, direction or filters
-    ValueError
-     └── KeysetError              a sort definition that cannot page correctly (a programming error)
+ValueError
+ └── PaginationError          anything a client sent that cannot be paged
+      ├── InvalidCursor       not one of our cursors: malformed, bad signature, too long, old version
+      └── CursorMismatch      one of our cursors, given with another sort, direction or filters
+ValueError
+ └── KeysetError              a sort definition that cannot page correctly (a programming error)
 """
 
 

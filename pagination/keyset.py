@@ -80,9 +80,7 @@ class Keyset:
 
     def order_by(self, *, backward: bool = False) -> list[ColumnElement[Any]]:
         """ORDER BY clauses, reversed when reading backward (a `before` page)."""
-        return [
-            c.expr.desc() if c.descending != backward else c.expr.asc() for c in self.columns
-        ]
+        return [c.expr.desc() if c.descending != backward else c.expr.asc() for c in self.columns]
 
     def seek(
         self, keys: Sequence[Any], *, backward: bool = False, inclusive: bool = False, dialect: str = ""
@@ -111,8 +109,8 @@ class Keyset:
 
         last = len(self.columns) - 1
         branches = []
-        for i, (column, value) in enumerate(zip(self.columns, values)):
-            ties = [c.expr == v for c, v in zip(self.columns[:i], values[:i])]
+        for i, (column, value) in enumerate(zip(self.columns, values, strict=True)):
+            ties = [c.expr == v for c, v in zip(self.columns[:i], values[:i], strict=True)]
             branches.append(and_(*ties, later(column, value, inclusive and i == last)))
         expanded = or_(*branches)
         if last == 0:
@@ -132,12 +130,10 @@ class Keyset:
                 f"pass it as {position.direction!r}"
             )
         if position.filters != filters:
-            raise CursorMismatch(
-                "cursor was made for other filters: start again from the first page"
-            )
+            raise CursorMismatch("cursor was made for other filters: start again from the first page")
         if len(position.keys) != len(self.columns):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
-        for column, value in zip(self.columns, position.keys):
+        for column, value in zip(self.columns, position.keys, strict=True):
             try:
                 expected = column.expr.type.python_type
             except NotImplementedError:
@@ -221,7 +217,13 @@ def _fetch(
 
 
 def _exists(
-    session: Session, stmt: Select[Any], keyset: Keyset, keys: Sequence[Any], *, backward: bool, inclusive: bool
+    session: Session,
+    stmt: Select[Any],
+    keyset: Keyset,
+    keys: Sequence[Any],
+    *,
+    backward: bool,
+    inclusive: bool,
 ) -> bool:
     """One index probe: is there any row past `keys` in that direction?"""
     probe = (

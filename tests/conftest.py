@@ -56,6 +56,7 @@ def codec() -> CursorCodec:
 
 # --- Chromium for pytest-playwright -------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     """Debian's Chromium (Playwright's own download is unreachable here), else Playwright's."""

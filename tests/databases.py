@@ -19,7 +19,9 @@ from sqlalchemy.engine import make_url
 
 ENGINES = ["sqlite", "postgresql", "mysql"]
 SERVER_URLS = {
-    "postgresql": os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    "postgresql": os.environ.get(
+        "TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    ),
     "mysql": os.environ.get("TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/mysql"),
 }
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -47,7 +49,7 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
             else:
                 conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
-    except Exception as err:  # noqa: BLE001 - any failure to reach the server means "unavailable"
+    except Exception as err:
         admin.dispose()
         unavailable(kind, f"{server.render_as_string(hide_password=True)}: {str(err).splitlines()[0]}")
     try:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from orders.models import Order
 from pagination import CursorCodec, Keyset, Page, paginate
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 BASE = dt.datetime(2026, 3, 11, 10, 39, tzinfo=UTC)
 
 
@@ -38,7 +38,9 @@ def unpaged_ids(engine: Engine, keyset: Keyset, status: str | None) -> list[int]
         return list(session.scalars(stmt))
 
 
-def get_page(engine: Engine, keyset: Keyset, codec: CursorCodec, limit: int, status: str | None, **cursor: Any) -> Page:
+def get_page(
+    engine: Engine, keyset: Keyset, codec: CursorCodec, limit: int, status: str | None, **cursor: Any
+) -> Page:
     """One page in its own short session, as one web request would read it."""
     with Session(engine) as session:
         return paginate(

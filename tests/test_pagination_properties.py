@@ -4,6 +4,7 @@ throughout, once each, in order, on every engine, with heavy ties and concurrent
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from decimal import Decimal
 
 from hypothesis import HealthCheck, given, settings
@@ -42,7 +43,9 @@ PROPERTY_SETTINGS = settings(
     keyset=st.sampled_from(ALL_SORTS),
     status=maybe_status,
 )
-def test_walks_forward_and_backward_gather_every_row_once_in_order(engine, codec, rows, limit, keyset, status):
+def test_walks_forward_and_backward_gather_every_row_once_in_order(
+    engine, codec, rows, limit, keyset, status
+):
     clear(engine)
     add_orders(engine, rows)
     expected = unpaged_ids(engine, keyset, status)
@@ -129,7 +132,7 @@ def test_walk_during_inserts_and_deletes_never_repeats_or_loses_a_row(
     assert len(ids) == len(set(ids)), "a row was returned twice"
     assert initial - deleted <= set(ids), "a row that existed throughout was skipped"
     keys = [py_key(o, keyset) for o in returned]
-    assert all(a < b for a, b in zip(keys, keys[1:])), "the order went backwards"
+    assert all(a < b for a, b in itertools.pairwise(keys)), "the order went backwards"
     if status is not None:
         assert {o.status for o in returned} <= {status}
 
@@ -147,7 +150,14 @@ def test_iterate_yields_every_row_once_in_batches(engine, codec, rows, batch_siz
     expected = unpaged_ids(engine, keyset, status)
     with Session(engine) as session:
         batches = list(
-            iterate(session, statement(status), keyset, batch_size=batch_size, codec=codec, filters={"status": status})
+            iterate(
+                session,
+                statement(status),
+                keyset,
+                batch_size=batch_size,
+                codec=codec,
+                filters={"status": status},
+            )
         )
     assert [o.id for b in batches for o in b.items] == expected
     assert all(len(b.items) == batch_size for b in batches[:-1])

@@ -37,9 +37,7 @@ def upgrade() -> None:
     op.create_index("ix_orders_created_at_id", "orders", [c.created_at.desc(), c.id.desc()])
     op.create_index("ix_orders_amount_id", "orders", [c.amount.desc(), c.id.desc()])
     op.create_index("ix_orders_customer_id", "orders", ["customer", "id"])
-    op.create_index(
-        "ix_orders_status_created_at_id", "orders", [c.status, c.created_at.desc(), c.id.desc()]
-    )
+    op.create_index("ix_orders_status_created_at_id", "orders", [c.status, c.created_at.desc(), c.id.desc()])
 
 
 def downgrade() -> None:
