@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Iterator
 from decimal import Decimal
 
 from flask import (
@@ -13,7 +14,6 @@ from flask import (
     redirect,
     render_template,
     request,
-    stream_with_context,
     url_for,
 )
 from markupsafe import Markup
@@ -122,14 +122,26 @@ def export_csv():  # type: ignore[no-untyped-def]
     listing = ListRequest.from_args(request.args, default_limit=20)
     if listing.before is not None:
         raise InvalidParameter("an export reads forward: give after, not before")
-    batches = export_batches(get_session(), listing, current_app.extensions["cursor_codec"])
-    # Read the first batch now, so a bad cursor or a dead database is an error status,
-    # not a broken download.
-    first = next(batches, None)
-    rest = itertools.chain([first] if first else [], batches)
+    # The stream outlives the request (and its teardown), so it owns a session of its own.
+    session = current_app.extensions["sessionmaker"]()
+    try:
+        batches = export_batches(session, listing, current_app.extensions["cursor_codec"])
+        # Read the first batch now, so a bad cursor or a dead database is an error status,
+        # not a broken download.
+        first = next(batches, None)
+    except Exception:
+        session.close()
+        raise
+
+    def stream() -> Iterator[str]:
+        try:
+            yield from csv_chunks(itertools.chain([first] if first else [], batches))
+        finally:
+            session.close()
+
     filename = f"orders-{listing.sort}{'-' + listing.status if listing.status else ''}.csv"
     return Response(
-        stream_with_context(csv_chunks(rest)),
+        stream(),
         mimetype="text/csv",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )

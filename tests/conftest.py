@@ -76,3 +76,23 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
         "--no-first-run",
     ]
     return args
+
+
+# --- The Flask app on each engine ----------------------------------------------------------
+
+
+@pytest.fixture
+def app(db_url: str, engine: Engine):  # type: ignore[no-untyped-def]
+    from app import create_app
+
+    clear(engine)
+    app = create_app({"TESTING": True, "DATABASE_URL": db_url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20})
+    yield app
+    # Every request must give its connection back (a leak would also block DROP DATABASE).
+    assert app.extensions["engine"].pool.checkedout() == 0, "a request leaked a database connection"
+    app.extensions["engine"].dispose()
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    return app.test_client()

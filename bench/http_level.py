@@ -1,0 +1,430 @@
+"""HTTP level: the app under gunicorn, loaded with wrk, and an in-process profile of the fragment.
+
+One gunicorn (2 sync workers, like a small production box) serves the 300k-row PostgreSQL
+database. In the same run, each endpoint gets a warm-up and then a fixed-duration load, in
+several short passes over all four endpoints:
+
+- the rows fragment at depth 0 (``GET /orders`` with ``HX-Request: true``, no cursor);
+- the rows fragment deep in the list (``GET /orders?after=<cursor>&page=2``), cursor built with
+  the app's codec exactly as the "next" link of the previous page would carry it;
+- ``/healthz`` (Flask + one ``SELECT 1``: the floor of a request that touches the database);
+- ``/static/app.css`` (Flask's static file view, no database: the framework's floor).
+
+wrk (Debian package) reports p50/p95/p99 through a small Lua ``done()`` hook; without wrk a
+threaded Python client stands in (and says so in the results, since it competes for the CPU).
+The profile runs the deep fragment through Flask's test client under pyinstrument and sorts
+the self time into areas (driver and database wait, SQLAlchemy, Jinja2, cursor signing, ...).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import psutil
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from orders.db import make_engine
+from pagination import CursorCodec
+
+from .common import SECRET, Target, cursor_for, keys_before, log
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / ".venv" / "bin"
+HX = {"HX-Request": "true"}
+WRK_SCRIPT = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests": %d, "duration_us": %d, "bytes": %d, "errors": %d, "non_2xx_3xx": %d, '
+    .. '"p50_us": %d, "p95_us": %d, "p99_us": %d, "mean_us": %.1f, "max_us": %d}\\n',
+    summary.requests, summary.duration, summary.bytes, e.connect + e.read + e.write + e.timeout,
+    e.status, latency:percentile(50), latency:percentile(95), latency:percentile(99),
+    latency.mean, latency.max))
+end
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, response.read().decode()
+
+
+@contextmanager
+def gunicorn(url: str, tmp_dir: Path, workers: int = 2) -> Iterator[str]:
+    """Serve the app on a free port; stop exactly the processes started here, also on failure."""
+    port = _free_port()
+    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": SECRET, "PAGE_SIZE": "20"}
+    log_path = tmp_dir / "gunicorn.log"
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(
+            [str(BIN / "gunicorn"), "-w", str(workers), "--bind", f"127.0.0.1:{port}", "app:create_app()"],
+            cwd=ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"gunicorn exited with {process.returncode}: {log_path.read_text()[-2000:]}"
+                )
+            try:
+                if _get(base + "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not answer /healthz within 30 s")
+            time.sleep(0.2)
+        yield base
+    finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    # Remember the workers first: if the master has to be killed, they are ended by their ids.
+    try:
+        workers = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        workers = []
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for worker in workers:
+        with suppress(psutil.NoSuchProcess):
+            worker.kill()
+
+
+def _wrk(url: str, seconds: float, headers: dict[str, str], connections: int, script: Path) -> dict[str, Any]:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
+    command += ["-s", str(script)]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    out = subprocess.run([*command, url], capture_output=True, text=True, check=True, timeout=seconds + 60)
+    line = [line for line in out.stdout.splitlines() if line.startswith("{")][-1]
+    raw = json.loads(line)
+    return {
+        "requests": raw["requests"],
+        "seconds": raw["duration_us"] / 1e6,
+        "rps": raw["requests"] / (raw["duration_us"] / 1e6),
+        "p50_ms": raw["p50_us"] / 1000,
+        "p95_ms": raw["p95_us"] / 1000,
+        "p99_ms": raw["p99_us"] / 1000,
+        "mean_ms": raw["mean_us"] / 1000,
+        "max_ms": raw["max_us"] / 1000,
+        "errors": raw["errors"],
+        "non_2xx_3xx": raw["non_2xx_3xx"],
+    }
+
+
+def _python_load(url: str, seconds: float, headers: dict[str, str], connections: int) -> dict[str, Any]:
+    """A stand-in for wrk: `connections` threads, one request at a time each, new connection each
+    (gunicorn's sync workers close the connection after every response anyway)."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    path = "/" + url.split("//")[1].split("/", 1)[1]
+    latencies: list[float] = []
+    errors = [0]
+    deadline = time.perf_counter() + seconds
+
+    def worker() -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            try:
+                conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                conn.request("GET", path, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                conn.close()
+                if response.status >= 400:
+                    errors[0] += 1
+            except OSError:
+                errors[0] += 1
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    ordered = sorted(latencies)
+
+    def pct(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+    return {
+        "requests": len(latencies),
+        "seconds": elapsed,
+        "rps": len(latencies) / elapsed,
+        "p50_ms": pct(50),
+        "p95_ms": pct(95),
+        "p99_ms": pct(99),
+        "mean_ms": statistics.fmean(latencies),
+        "max_ms": ordered[-1],
+        "errors": errors[0],
+        "non_2xx_3xx": errors[0],
+    }
+
+
+def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The four URLs under load, and what the deep fragment must show first (for a sanity check)."""
+    depth = target.depths[-1]
+    engine = make_engine(target.url)
+    try:
+        with Session(engine) as session:
+            keys = keys_before(session, depth)
+            next_keys = keys_before(session, depth + 1)
+    finally:
+        engine.dispose()
+    cursor = cursor_for(codec, keys)
+    expected_first_id = next_keys[1] if next_keys else None
+    points = [
+        {"name": "fragment depth 0", "path": "/orders", "headers": HX, "depth": 0},
+        {
+            "name": f"fragment depth {depth:,}",
+            "path": f"/orders?after={cursor}&page=2",
+            "headers": HX,
+            "depth": depth,
+        },
+        {"name": "/healthz", "path": "/healthz", "headers": {}, "depth": None},
+        {"name": "/static/app.css", "path": "/static/app.css", "headers": {}, "depth": None},
+    ]
+    return points, {"depth": depth, "expected_first_id": expected_first_id}
+
+
+def measure(
+    target: Target,
+    codec: CursorCodec,
+    *,
+    seconds: float,
+    passes: int,
+    warmup_s: float,
+    connections: int,
+    tmp_dir: Path,
+) -> dict[str, Any]:
+    """Load each endpoint for `seconds` in all, split into `passes` rounds over the four endpoints.
+
+    Short interleaved passes rather than one long run per endpoint: a burst of other work on the
+    machine then lands on all endpoints alike instead of on whichever one was running.
+    """
+    points, expected = endpoints(target, codec)
+    tool = "wrk" if shutil.which("wrk") else "python threads (wrk not installed)"
+    script = tmp_dir / "report.lua"
+    script.write_text(WRK_SCRIPT)
+    pass_seconds = max(1, round(seconds / passes))  # wrk takes whole seconds
+
+    def load(url: str, duration: float, headers: dict[str, str]) -> dict[str, Any]:
+        if tool == "wrk":
+            return _wrk(url, duration, headers, connections, script)
+        return _python_load(url, duration, headers, connections)
+
+    with gunicorn(target.url, tmp_dir) as base:
+        # Sanity: the deep fragment answers 200 and starts at the row after the cursor's row.
+        status, body = _get(base + points[1]["path"], HX)
+        verified = status == 200 and f'data-id="{expected["expected_first_id"]}"' in body.split("</tr>")[0]
+        if not verified:
+            log(f"  WARNING: the deep fragment did not start at order {expected['expected_first_id']}")
+        for point in points:
+            load(base + point["path"], warmup_s, point["headers"])  # warm the workers' pools and caches
+            point["passes"] = []
+        for _ in range(passes):
+            for point in points:
+                point["passes"].append(load(base + point["path"], pass_seconds, point["headers"]))
+    for point in points:
+        point.update(_combine(point["passes"]))
+        point["headers"] = dict(point["headers"])
+        point["path"] = point["path"] if len(point["path"]) < 60 else point["path"][:60] + "..."
+        log(
+            f"  http {point['name']:>22}: {point['rps']:8.1f} req/s  p50 {point['p50_ms']:7.2f} ms  "
+            f"p95 {point['p95_ms']:7.2f} ms  errors {point['errors'] + point['non_2xx_3xx']}"
+        )
+    return {
+        "database": target.label,
+        "rows": target.rows,
+        "workers": 2,
+        "connections": connections,
+        "seconds_per_endpoint": pass_seconds * passes,
+        "passes": passes,
+        "load_generator": tool,
+        "deep_fragment_verified": verified,
+        "endpoints": points,
+    }
+
+
+def _combine(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Requests per second over all passes; latency percentiles as the median of the passes'."""
+    requests = sum(p["requests"] for p in passes)
+    seconds = sum(p["seconds"] for p in passes)
+    combined: dict[str, Any] = {"requests": requests, "seconds": seconds, "rps": requests / seconds}
+    for key in ("p50_ms", "p95_ms", "p99_ms", "mean_ms"):
+        combined[key] = statistics.median(p[key] for p in passes)
+    combined["max_ms"] = max(p["max_ms"] for p in passes)
+    combined["errors"] = sum(p["errors"] for p in passes)
+    combined["non_2xx_3xx"] = sum(p["non_2xx_3xx"] for p in passes)
+    return combined
+
+
+# --- the in-process profile --------------------------------------------------------------
+
+# First match wins; frames from elsewhere (stdlib) inherit the area of their caller.
+AREAS = [
+    ("psycopg", "psycopg driver, incl. waiting for PostgreSQL"),
+    ("/sqlalchemy/sql/", "SQLAlchemy Core: building and compiling statements"),
+    ("/sqlalchemy/orm/", "SQLAlchemy ORM: session, loading Order objects"),
+    ("/sqlalchemy/engine/", "SQLAlchemy engine: execute, results, pool"),
+    ("/sqlalchemy/pool/", "SQLAlchemy engine: execute, results, pool"),
+    ("/sqlalchemy/", "SQLAlchemy (other)"),
+    ("/markupsafe/", "markupsafe: escaping, Markup.format (autoescape, timestamp filter)"),
+    ("/jinja2/", "Jinja2 rendering"),
+    ("/templates/", "Jinja2 rendering"),
+    ("/itsdangerous/", "cursor signing and checking (itsdangerous, HMAC)"),
+    ("/pagination/cursor.py", "cursor signing and checking (itsdangerous, HMAC)"),
+    ("/pagination/", "pagination library (seek predicate, page assembly)"),
+    ("/orders/web.py", "orders app views and filters"),
+    ("/orders/", "orders app views and filters"),
+    ("/werkzeug/", "Werkzeug: request, routing, url_for, test client"),
+    ("/flask/", "Flask: dispatch, app/request context, url_for"),
+]
+
+
+def _area(path: str | None, inherited: str) -> str:
+    if path:
+        for marker, name in AREAS:
+            if marker in path:
+                return name
+    return inherited
+
+
+def _areas(root: Any) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    stack = [(root, "other (stdlib, interpreter)")]
+    while stack:
+        frame, inherited = stack.pop()
+        if frame.is_synthetic:
+            continue  # counted in its parent's total_self_time
+        area = _area(frame.file_path, inherited)
+        totals[area] = totals.get(area, 0.0) + frame.total_self_time
+        stack.extend((child, area) for child in frame.children)
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def _without_banner(text: str) -> str:
+    """pyinstrument's output after its ASCII-art header."""
+    lines = text.splitlines()
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("Profile at")), 0)
+    return "\n".join(line for line in lines[start:]).strip("\n")
+
+
+def profile(target: Target, codec: CursorCodec, *, requests: int) -> dict[str, Any]:
+    """Where a fragment request spends its time, in-process (no network to the client).
+
+    The deep fragment is the one the targets are about; the first page is profiled the same way
+    so that the difference between the two shows what a cursor page costs extra.
+    """
+    points, _expected = endpoints(target, codec)
+    return {
+        "deep": _profile_path(target, points[1], requests),
+        "first": _profile_path(target, points[0], requests),
+    }
+
+
+def _profile_path(target: Target, point: dict[str, Any], requests: int) -> dict[str, Any]:
+    from pyinstrument import Profiler
+
+    from app import create_app
+
+    path = point["path"]
+    app = create_app({"DATABASE_URL": target.url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20})
+    client = app.test_client()
+    engine = app.extensions["engine"]
+    statements = [0]
+    sql_seconds = [0.0]
+    started_at: dict[int, float] = {}
+
+    def before(_c: Any, cursor: Any, *_args: Any) -> None:
+        started_at[id(cursor)] = time.perf_counter()
+
+    def after(_c: Any, cursor: Any, *_args: Any) -> None:
+        statements[0] += 1
+        sql_seconds[0] += time.perf_counter() - started_at.pop(id(cursor), time.perf_counter())
+
+    try:
+        for _ in range(20):  # warm-up: templates compiled, statement cache filled, pool open
+            response = client.get(path, headers=HX)
+            if response.status_code != 200:
+                raise RuntimeError(f"{path} answered {response.status_code}")
+        # First unprofiled, for the real time per request and the SQL it sends...
+        event.listen(engine, "before_cursor_execute", before)
+        event.listen(engine, "after_cursor_execute", after)
+        t0 = time.perf_counter()
+        for _ in range(requests):
+            client.get(path, headers=HX)
+        plain_seconds = time.perf_counter() - t0
+        event.remove(engine, "before_cursor_execute", before)
+        event.remove(engine, "after_cursor_execute", after)
+        # ...then under the profiler, for the shares.
+        profiler = Profiler(interval=0.001)
+        profiler.start()
+        for _ in range(requests):
+            client.get(path, headers=HX)
+        profiler.stop()
+    finally:
+        engine.dispose()
+    session = profiler.last_session
+    areas = _areas(session.root_frame())
+    total = sum(areas.values()) or 1.0
+    tree = _without_banner(profiler.output_text(unicode=False, color=False, show_all=False))
+    flat = _without_banner(profiler.output_text(unicode=False, color=False, flat=True))
+    per_request_ms = plain_seconds / requests * 1000
+    return {
+        "name": point["name"],
+        "path": path if len(path) < 60 else path[:60] + "...",
+        "depth": point["depth"],
+        "requests": requests,
+        "ms_per_request_unprofiled": per_request_ms,
+        "statements_per_request": statements[0] / requests,
+        "sql_ms_per_request": sql_seconds[0] / requests * 1000,
+        "profiled_seconds": session.duration,
+        # The profiler slows everything down; shares hold, so ms = share x the unprofiled time.
+        "areas": [
+            {
+                "area": name,
+                "seconds": secs,
+                "share": secs / total,
+                "ms_per_request": secs / total * per_request_ms,
+            }
+            for name, secs in areas.items()
+        ],
+        "tree_top": "\n".join(tree.splitlines()[:70]),
+        "flat_top": "\n".join(flat.splitlines()[:35]),
+    }

@@ -1,0 +1,269 @@
+"""The JSON API as the contract in docs/design.md describes it, on every engine."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+from decimal import Decimal
+
+import pytest
+
+from .helpers import BASE, add_orders
+
+pytestmark = pytest.mark.usefixtures("app")
+
+
+def seed_ties(engine, count=150, per_time=7):
+    """`count` orders with `per_time` sharing each timestamp: more ties than a page holds."""
+    statuses = itertools.cycle(["paid", "shipped", "pending", "cancelled"])
+    rows = [
+        (BASE - dt.timedelta(minutes=i // per_time), f"cust{i % 5}", Decimal(i % 9) + Decimal("0.5"), status)
+        for i, status in zip(range(count), statuses, strict=False)
+    ]
+    return add_orders(engine, rows)
+
+
+def walk(client, **params):
+    items = []
+    response = client.get("/api/orders", query_string=params)
+    while True:
+        assert response.status_code == 200, response.json
+        body = response.json
+        assert body["has_more"] == (body["next_cursor"] is not None)
+        assert body["has_previous"] == (body["prev_cursor"] is not None)
+        items += body["items"]
+        if not body["has_more"]:
+            return items
+        response = client.get("/api/orders", query_string={**params, "after": body["next_cursor"]})
+
+
+def test_items_have_the_contract_shape(client, engine):
+    add_orders(engine, [(BASE.replace(microsecond=123456), "Ana", Decimal("12.30"), "paid")])
+    body = client.get("/api/orders").json
+    assert body["has_more"] is False and body["has_previous"] is False
+    assert body["next_cursor"] is None and body["prev_cursor"] is None
+    (item,) = body["items"]
+    assert item == {
+        "id": item["id"],
+        "customer": "Ana",
+        "amount": "12.30",
+        "status": "paid",
+        "created_at": "2026-03-11T10:39:00.123456Z",
+    }
+    assert isinstance(item["id"], str) and item["id"].isdigit()
+
+
+def test_walk_returns_every_row_once_in_order_for_each_sort_and_filter(client, engine):
+    ids = seed_ties(engine)
+    for sort in ("newest", "oldest", "amount", "customer"):
+        for status in (None, "paid"):
+            params = {"sort": sort, "limit": 7, **({"status": status} if status else {})}
+            items = walk(client, **params)
+            got = [int(i["id"]) for i in items]
+            assert len(got) == len(set(got))
+            if status is None:
+                assert sorted(got) == sorted(ids)
+            else:
+                assert {i["status"] for i in items} == {status}
+    newest = walk(client, limit=7)
+    keys = [(i["created_at"], int(i["id"])) for i in newest]
+    assert keys == sorted(keys, reverse=True)
+
+
+def test_walk_while_others_insert_and_delete(client, engine):
+    ids = seed_ties(engine, 120)
+    rng = random.Random(7)
+    existing = set(ids)
+    deleted: set[int] = set()
+    seen: list[dict] = []
+    response = client.get("/api/orders", query_string={"limit": 9})
+    while True:
+        body = response.json
+        seen += body["items"]
+        if not body["has_more"]:
+            break
+        # Someone inserts: newer than everything, tied with rows ahead, and behind the reader.
+        for minutes in (-1, rng.randint(0, 18), 30):
+            created = (BASE - dt.timedelta(minutes=minutes)).isoformat()
+            order = {"customer": "new", "amount": "1.00", "created_at": created}
+            new = client.post("/api/orders", json=order)
+            assert new.status_code == 201
+            existing.add(int(new.json["id"]))
+        # Someone deletes: a row already shown and a row not yet shown.
+        for victim in rng.sample(sorted(existing - deleted), 2):
+            assert client.delete(f"/api/orders/{victim}").status_code == 204
+            deleted.add(victim)
+        response = client.get("/api/orders", query_string={"limit": 9, "after": body["next_cursor"]})
+    got = [int(i["id"]) for i in seen]
+    assert len(got) == len(set(got)), "a row was returned twice"
+    assert set(ids) - deleted <= set(got), "a row that existed throughout was skipped"
+    keys = [(i["created_at"], int(i["id"])) for i in seen]
+    assert keys == sorted(keys, reverse=True), "the order went backwards"
+
+
+def test_previous_pages_walk_back_to_the_first(client, engine):
+    seed_ties(engine, 45)
+    forward = walk(client, limit=10)
+    body = client.get("/api/orders", query_string={"limit": 10}).json
+    while body["has_more"]:
+        last = body
+        body = client.get("/api/orders", query_string={"limit": 10, "after": body["next_cursor"]}).json
+    back = body["items"]
+    del last
+    while body["has_previous"]:
+        body = client.get("/api/orders", query_string={"limit": 10, "before": body["prev_cursor"]}).json
+        back = body["items"] + back
+    assert back == forward
+
+
+def test_cursor_of_a_deleted_row_still_continues_the_walk(client, engine):
+    seed_ties(engine, 30)
+    first = client.get("/api/orders", query_string={"limit": 10}).json
+    client.delete(f"/api/orders/{first['items'][-1]['id']}")  # the row the cursor points at
+    second = client.get("/api/orders", query_string={"limit": 10, "after": first["next_cursor"]}).json
+    full = walk(client, limit=30)
+    expected_ids = [i["id"] for i in full]
+    assert [i["id"] for i in second["items"]] == expected_ids[9:19]
+
+
+def test_has_previous_only_when_a_previous_row_exists(client, engine):
+    seed_ties(engine, 30)
+    first = client.get("/api/orders", query_string={"limit": 10}).json
+    for item in first["items"]:
+        client.delete(f"/api/orders/{item['id']}")
+    second = client.get("/api/orders", query_string={"limit": 10, "after": first["next_cursor"]}).json
+    assert second["has_previous"] is False and second["prev_cursor"] is None
+    assert len(second["items"]) == 10
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "limit=0",
+        "limit=101",
+        "limit=-1",
+        "limit=abc",
+        "limit=1.5",
+        "limit=",
+        "limit=%EF%BC%95",  # a full-width digit five
+        "limit=5&limit=6",
+        "sort=price",
+        "status=lost",
+        "after=x&before=y",
+        "sort=newest&sort=oldest",
+    ],
+)
+def test_bad_parameters_are_400_invalid_parameter(client, query):
+    response = client.get(f"/api/orders?{query}")
+    assert response.status_code == 400
+    assert response.json["error"]["code"] == "invalid_parameter"
+    assert response.json["error"]["message"]
+
+
+def test_limit_default_and_bounds(client, engine):
+    seed_ties(engine, 120)
+    assert len(client.get("/api/orders").json["items"]) == 20
+    assert len(client.get("/api/orders?limit=1").json["items"]) == 1
+    assert len(client.get("/api/orders?limit=100").json["items"]) == 100
+
+
+def test_cursor_errors_are_typed(client, engine):
+    seed_ties(engine, 30)
+    body = client.get("/api/orders", query_string={"limit": 5}).json
+    cursor = body["next_cursor"]
+    cases = {
+        f"after={cursor[:-2]}": "invalid_cursor",
+        "after=garbage": "invalid_cursor",
+        f"after={'A' * 10_000}": "invalid_cursor",
+        "after=%C3%A9": "invalid_cursor",
+        f"after={cursor}&sort=oldest": "cursor_mismatch",
+        f"after={cursor}&status=paid": "cursor_mismatch",
+        f"before={cursor}": "cursor_mismatch",
+    }
+    for query, code in cases.items():
+        response = client.get(f"/api/orders?{query}")
+        assert response.status_code == 400, query
+        assert response.json["error"]["code"] == code, query
+
+
+def test_one_order_create_and_delete(client):
+    response = client.post(
+        "/api/orders",
+        json={"customer": "<script>alert('x')</script> \"Q\"", "amount": "12345678.90", "status": "paid"},
+    )
+    assert response.status_code == 201
+    order = response.json
+    assert response.headers["Location"] == f"/api/orders/{order['id']}"
+    assert client.get(response.headers["Location"]).json == order
+    page = client.get(f"/orders/{order['id']}").get_data(as_text=True)
+    assert "<script>alert" not in page and "&lt;script&gt;" in page
+    assert client.delete(f"/api/orders/{order['id']}").status_code == 204
+    assert client.get(f"/api/orders/{order['id']}").status_code == 404
+    assert client.delete(f"/api/orders/{order['id']}").json["error"]["code"] == "not_found"
+    assert client.get(f"/api/orders/{2**64}").status_code == 404
+
+
+def test_create_with_exact_timestamp_and_amount(client):
+    response = client.post(
+        "/api/orders",
+        json={"customer": "Ana", "amount": 7, "created_at": "2026-03-11T07:39:00.000001-03:00"},
+    )
+    assert response.status_code == 201, response.json
+    assert response.json["created_at"] == "2026-03-11T10:39:00.000001Z"
+    assert response.json["amount"] == "7.00"
+    assert response.json["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({}, {"customer", "amount"}),
+        ({"customer": "", "amount": "1"}, {"customer"}),
+        ({"customer": "x" * 65, "amount": "1"}, {"customer"}),
+        ({"customer": "a\x00b", "amount": "1"}, {"customer"}),
+        ({"customer": "Ana", "amount": "1.234"}, {"amount"}),
+        ({"customer": "Ana", "amount": "-1"}, {"amount"}),
+        ({"customer": "Ana", "amount": "1e20"}, {"amount"}),
+        ({"customer": "Ana", "amount": "NaN"}, {"amount"}),
+        ({"customer": "Ana", "amount": True}, {"amount"}),
+        ({"customer": "Ana", "amount": "1", "status": "lost"}, {"status"}),
+        ({"customer": "Ana", "amount": "1", "created_at": "2026-03-11T10:39:00"}, {"created_at"}),
+        ({"customer": "Ana", "amount": "1", "created_at": "yesterday"}, {"created_at"}),
+        ({"customer": "Ana", "amount": "1", "created_at": 5}, {"created_at"}),
+        ({"customer": "Ana", "amount": "1", "id": "7"}, {"id"}),
+    ],
+)
+def test_invalid_orders_are_422_with_field_errors(client, body, fields):
+    response = client.post("/api/orders", json=body)
+    assert response.status_code == 422
+    assert response.json["error"]["code"] == "invalid_order"
+    assert set(response.json["error"]["errors"]) == fields
+
+
+def test_non_json_bodies_are_415_and_oversized_413(client):
+    response = client.post("/api/orders", data="customer=Ana&amount=1")
+    assert response.status_code == 415
+    assert response.json["error"]["code"] == "unsupported_media_type"
+    response = client.post("/api/orders", data="{not json", content_type="application/json")
+    assert response.status_code == 422
+    assert client.post("/api/orders", json=[1, 2]).status_code == 422
+    response = client.post("/api/orders", data="x" * 100_000, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json["error"]["code"] == "payload_too_large"
+
+
+def test_health_and_headers(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.json == {"status": "ok"}
+    csp = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "style-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "same-origin"
+
+
+def test_unknown_routes_and_methods_are_json_errors(client):
+    assert client.get("/api/nothing").json["error"]["code"] == "not_found"
+    response = client.put("/api/orders")
+    assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
