@@ -560,6 +560,27 @@ def _export_md(results: dict[str, Any]) -> str:
     )
 
 
+NOTES = """\
+- Database-level targets use the server-side median where the engine measures it (PostgreSQL
+  `Execution Time` with TIMING OFF, MariaDB `r_total_time_ms`); both exclude planning, which the
+  plan lines quote. SQLite runs in-process, so its time is the call itself.
+- Every timed call directly follows an untimed call of the same method, in a shuffled order per
+  round. Without that, a fast query timed right after a slow one (the 90 ms MariaDB OFFSET
+  filesort) ran 0.3-0.4 ms slower, which charged the fast methods for the slow ones.
+- The raw DBAPI connection keeps psycopg's default automatic prepared statements (after 5
+  executions), as the app's engine does.
+- PostgreSQL tables get `VACUUM (ANALYZE)` after seeding (statistics, visibility map, hint bits;
+  it also pre-empts the insert-triggered autovacuum); MariaDB gets `ANALYZE TABLE`; SQLite is left
+  as the app leaves it (no `sqlite_stat1`).
+- sqlakeyset picks its predicate by dialect: a row value on SQLite and MySQL/MariaDB, the
+  expanded form with a leading bound on PostgreSQL with psycopg 3 (its native-tuple path is for
+  psycopg2 only). So it scans on MariaDB, as docs/design.md predicts for row values there.
+- Rows read: PostgreSQL counts actual rows of the scan nodes plus rows removed by filter; index
+  tuples skipped inside an Index Cond are not counted, so the buffers (in results.json) are the
+  cross-check. MariaDB: r_rows x r_loops of each table access.
+"""
+
+
 def markdown(results: dict[str, Any], *, details: bool = True) -> str:
     title = f"# Keyset pagination benchmark ({results['mode']} run)"
     intro = (
@@ -582,6 +603,7 @@ def markdown(results: dict[str, Any], *, details: bool = True) -> str:
     if details:
         sections.insert(6, _sql_md(results))
         sections.append("## Profile of the deep fragment\n\n" + _profile_md(results))
+        sections.append("## How it was measured\n\n" + NOTES)
     if results["errors"]:
         sections.append(
             "## Failed phases\n\n" + "\n".join(f"- {e['phase']}: `{e['error']}`" for e in results["errors"])

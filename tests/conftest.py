@@ -96,3 +96,29 @@ def app(db_url: str, engine: Engine):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def client(app):  # type: ignore[no-untyped-def]
     return app.test_client()
+
+
+# --- A live server for the browser: SQLite (the default) and PostgreSQL --------------------
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with throwaway_database(request.param, tmp_path_factory.mktemp("live"), "live") as url:
+        engine = make_engine(url)
+        migrate(engine)
+        engine.dispose()
+        yield url
+
+
+@pytest.fixture
+def live(live_db_url: str):  # type: ignore[no-untyped-def]
+    """A running app on an empty database; tests may change app.config (read per request)."""
+    from app import create_app
+
+    from .live import LiveServer
+
+    app = create_app({"TESTING": True, "DATABASE_URL": live_db_url, "SECRET_KEY": SECRET})
+    clear(app.extensions["engine"])
+    with LiveServer(app) as server:
+        yield server
+    app.extensions["engine"].dispose()
