@@ -1,0 +1,331 @@
+"""Browser tests in a real Chromium: scroll, footer, keyboard, back button, banner, errors, a11y.
+
+The app runs on SQLite (the default) and on PostgreSQL. Waits are web-first assertions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+from playwright.sync_api import Page, expect
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from orders.models import Order
+
+from .helpers import BASE, add_orders
+
+pytestmark = pytest.mark.browser
+ROWS = "#rows > tr[data-id]"
+
+
+def seed(engine, count, per_minute=3):
+    """`count` orders, `per_minute` sharing each timestamp (the realistic case)."""
+    statuses = ["paid", "shipped", "pending", "cancelled"]
+    rows = [
+        (
+            BASE - dt.timedelta(minutes=i // per_minute),
+            f"Customer {i % 17}",
+            Decimal(i % 500) + Decimal("0.99"),
+            statuses[i % 4],
+        )
+        for i in range(count)
+    ]
+    return add_orders(engine, rows)
+
+
+def engine_of(live):
+    return live.app.extensions["engine"]
+
+
+def screen_rows(page: Page) -> list[tuple[str, int]]:
+    """(created_at, id) of every row on screen, in screen order."""
+    return [
+        (created, int(row_id))
+        for row_id, created in page.eval_on_selector_all(
+            ROWS, "rows => rows.map(r => [r.dataset.id, r.querySelector('time').getAttribute('datetime')])"
+        )
+    ]
+
+
+def scroll_to_end(page: Page, max_steps: int = 2000) -> None:
+    for _ in range(max_steps):
+        if page.locator("#end-of-list").count():
+            return
+        load_more = page.locator("[data-load-more]")
+        if load_more.count() and load_more.is_visible():
+            load_more.click()
+        page.mouse.wheel(0, 1600)
+        page.wait_for_timeout(30)
+    raise AssertionError("never reached the end of the list")
+
+
+def test_scroll_everything_while_others_insert_and_delete(live, page: Page):
+    live.app.config["AUTO_PAGES"] = 10_000  # scroll the whole list without clicks
+    engine = engine_of(live)
+    initial = seed(engine, 2400)
+    oldest = BASE - dt.timedelta(minutes=2400 // 3)
+    rng = random.Random(1)
+    deleted: set[int] = set()
+    tail_inserts: list[int] = []  # older than everything: still ahead of the reader when written
+    other_inserts: list[int] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            newer = (BASE + dt.timedelta(minutes=1), "Newer than the top", Decimal("1.00"), "paid")
+            inside = (BASE - dt.timedelta(minutes=rng.randint(0, 800)), "Inside", Decimal("2.00"), "paid")
+            tail = (oldest - dt.timedelta(minutes=n), "Tail", Decimal("3.00"), "paid")
+            ids = add_orders(engine, [newer, inside, tail])
+            other_inserts.extend(ids[:2])
+            tail_inserts.append(ids[2])
+            victims = rng.sample(sorted(set(initial) - deleted), 2)  # shown or not yet shown
+            with Session(engine) as session:
+                session.execute(delete(Order).where(Order.id.in_(victims)))
+                session.commit()
+            deleted.update(victims)
+            time.sleep(0.05)
+
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(19)).to_be_attached()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        # Write while the reader scrolls through the first 60% of the list, then let it finish.
+        while page.locator(ROWS).count() < 0.6 * len(initial):
+            page.mouse.wheel(0, 1600)
+            page.wait_for_timeout(30)
+    finally:
+        stop.set()
+        thread.join()
+    scroll_to_end(page)
+
+    on_screen = screen_rows(page)
+    ids = [row_id for _, row_id in on_screen]
+    assert len(ids) == len(set(ids)), "a row appears twice"
+    stable = set(initial) - deleted
+    assert stable <= set(ids), f"{len(stable - set(ids))} orders that existed throughout are missing"
+    assert set(tail_inserts) <= set(ids), "rows inserted ahead of the reader did not appear in their place"
+    assert on_screen == sorted(on_screen, reverse=True), "rows are not strictly in sort order"
+    assert len(deleted) > 20 and len(tail_inserts) > 10, "the writer hardly ran"
+    # Rows newer than the top never slide in under the reader.
+    with Session(engine) as session:
+        newer = set(session.scalars(select(Order.id).where(Order.customer == "Newer than the top")))
+    assert not newer & set(ids)
+    expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#announcer")).to_contain_text("End of orders")
+
+
+def test_without_javascript_next_links_walk_everything(live, browser):
+    engine = engine_of(live)
+    initial = seed(engine, 130)
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    seen: list[int] = []
+    deleted = set()
+    while True:
+        seen += [int(i) for i in page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")]
+        expect(page.locator("footer")).to_be_attached()
+        # "Next page", or "Load more orders" after AUTO_PAGES: both are plain links without JS.
+        next_link = page.locator("a[rel=next]")
+        if not next_link.count():
+            break
+        # Someone deletes an unseen row and inserts one above the reader between pages.
+        victim = next(i for i in reversed(initial) if i not in seen and i not in deleted)
+        with Session(engine) as session:
+            session.execute(delete(Order).where(Order.id == victim))
+            session.commit()
+        deleted.add(victim)
+        add_orders(engine, [(BASE + dt.timedelta(minutes=5), "Newer", Decimal("1.00"), "paid")])
+        next_link.click()
+    expect(page.locator("#end-of-list")).to_be_visible()
+    assert len(seen) == len(set(seen))
+    assert set(seen) == set(initial) - deleted
+    # And back up by "Newer orders" links.
+    back = page.get_by_role("link", name=re.compile("Newer orders"))
+    back.click()
+    expect(page.locator(ROWS)).to_have_count(20)
+    context.close()
+
+
+def test_footer_is_reachable_by_wheel_end_key_and_tab(live, page: Page):
+    seed(engine_of(live), 1000)
+    page.goto(live.url + "/orders")
+    load_more = page.get_by_role("link", name="Load more orders")
+    for _ in range(200):
+        if load_more.count():
+            break
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(50)
+    # Page 1 and AUTO_PAGES (5) automatic loads, then the sentinel asks for a click.
+    expect(load_more).to_be_visible()
+    expect(page.locator(ROWS)).to_have_count(120)
+    footer = page.locator("footer")
+    page.mouse.wheel(0, 5000)
+    expect(footer).to_be_in_viewport()
+    page.evaluate("window.scrollTo(0, 0)")
+    page.keyboard.press("End")
+    expect(footer).to_be_in_viewport()
+    expect(page.locator(ROWS)).to_have_count(120)  # reaching the footer loaded nothing more
+    # By keyboard: Tab from "Load more" goes straight to the footer's links.
+    load_more.focus()
+    page.keyboard.press("Tab")
+    expect(footer.get_by_role("link").first).to_be_focused()
+    # "Load more" works by keyboard and moves focus to the first new row.
+    load_more.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(ROWS)).to_have_count(140)
+    expect(page.locator(ROWS).nth(120)).to_be_focused()
+    expect(page.locator("#announcer")).to_have_text("20 more orders loaded.")
+    expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
+
+
+def test_back_button_returns_to_the_same_place_without_duplicates(live, page: Page):
+    seed(engine_of(live), 400)
+    page.goto(live.url + "/orders")
+    for _ in range(100):
+        if page.locator(ROWS).count() >= 80:
+            break
+        page.mouse.wheel(0, 800)
+        page.wait_for_timeout(50)
+    rows_before = page.locator(ROWS).count()
+    target = page.locator(ROWS).nth(70)
+    target.scroll_into_view_if_needed()
+    order_id = target.get_attribute("data-id")
+    scroll_before = page.evaluate("window.scrollY")
+    target.get_by_role("link").click()
+    expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    page.go_back()
+    expect(page.locator(f'{ROWS}[data-id="{order_id}"]')).to_be_in_viewport()
+    ids = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
+    assert len(ids) == len(set(ids)) >= rows_before
+    assert abs(page.evaluate("window.scrollY") - scroll_before) < 400
+    # The list still scrolls on from where it was.
+    page.mouse.wheel(0, 5000)
+    expect(page.locator(ROWS)).not_to_have_count(len(ids))
+    ids = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
+    assert len(ids) == len(set(ids))
+
+
+def test_new_orders_banner_appears_and_nothing_moves_until_clicked(live, page: Page):
+    live.app.config["NEW_ORDERS_POLL_SECONDS"] = 1
+    engine = engine_of(live)
+    seed(engine, 60)
+    page.goto(live.url + "/orders")
+    first_before = page.locator(ROWS).first.get_attribute("data-id")
+    new_ids = add_orders(
+        engine,
+        [(BASE + dt.timedelta(minutes=m), f"Brand new {m}", Decimal("9.99"), "paid") for m in (1, 2, 3)],
+    )
+    banner = page.get_by_role("link", name=re.compile("3 new orders"))
+    expect(banner).to_be_visible(timeout=10_000)
+    assert page.locator(ROWS).first.get_attribute("data-id") == first_before
+    banner.click()
+    expect(page.locator(ROWS).first).to_have_attribute("data-id", str(new_ids[-1]))
+
+
+def test_bad_cursor_page_says_so_and_links_to_the_top(live, page: Page):
+    seed(engine_of(live), 30)
+    response = page.goto(live.url + "/orders?after=not-a-real-cursor.x")
+    assert response.status == 400
+    expect(page.get_by_role("heading")).to_contain_text("does not point anywhere")
+    expect(page.get_by_text("cursor is")).to_be_visible()
+    page.get_by_role("link", name="Go to the top of the orders").click()
+    expect(page.locator(ROWS)).to_have_count(30)
+
+
+@pytest.mark.parametrize("failure", ["network", "server"])
+def test_failed_fragment_shows_retry_and_retry_continues_without_duplicates(live, page: Page, failure):
+    seed(engine_of(live), 100)
+    failed = []
+
+    def fail_once(route):
+        if not failed:
+            failed.append(route.request.url)
+            if failure == "network":
+                route.abort("connectionreset")
+            else:
+                route.fulfill(status=503, body="unavailable")
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/orders\?.*after=.*"), fail_once)
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS)).to_have_count(20)
+    page.mouse.wheel(0, 3000)
+    retry = page.get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+    expect(page.locator("#more")).to_contain_text("Couldn't load more orders")
+    expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
+    retry.click()
+    expect(page.locator(ROWS)).to_have_count(40)
+    page.mouse.wheel(0, 10_000)
+    expect(page.locator(ROWS)).not_to_have_count(40)
+    ids = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
+    assert len(ids) == len(set(ids))
+    assert len(failed) == 1
+
+
+def test_a_fragment_delivered_twice_adds_no_duplicate_rows(live, page: Page):
+    seed(engine_of(live), 100)
+    page.goto(live.url + "/orders")
+    page.wait_for_load_state("networkidle")
+    shown = page.locator(ROWS).count()
+    next_url = page.locator("#more .next-link").get_attribute("href")
+    # Replay the same fragment into the list twice, as a re-fired sentinel would.
+    page.evaluate(
+        """url => htmx.ajax('GET', url, {target: '#more', swap: 'outerHTML'})
+                  .then(() => htmx.ajax('GET', url, {target: '#more', swap: 'outerHTML'}))""",
+        next_url,
+    )
+    page.wait_for_timeout(500)
+    ids = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
+    assert len(ids) == len(set(ids)) == shown + 20
+
+
+def test_changing_sort_starts_a_new_walk(live, page: Page):
+    seed(engine_of(live), 80)
+    page.goto(live.url + "/orders")
+    page.get_by_label("Sort").select_option("amount")
+    expect(page).to_have_url(re.compile(r"sort=amount"))
+    page.wait_for_load_state("networkidle")
+    amounts = [Decimal(a.replace(",", "")) for a in page.locator(f"{ROWS} td.amount").all_inner_texts()]
+    assert amounts == sorted(amounts, reverse=True) and len(amounts) >= 20
+    page.get_by_label("Status").select_option("paid")
+    expect(page).to_have_url(re.compile(r"status=paid"))
+    assert {s.strip() for s in page.locator(f"{ROWS} .status").all_text_contents()} == {"paid"}
+
+
+def test_no_serious_accessibility_issues(live, page: Page):
+    from axe_playwright_python.sync_playwright import Axe
+
+    seed(engine_of(live), 100)
+    page.goto(live.url + "/orders")
+    page.mouse.wheel(0, 2000)
+    expect(page.locator(ROWS)).not_to_have_count(20)
+    results = Axe().run(page)
+    serious = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+    assert not serious, [(v["id"], v["help"]) for v in serious]
+
+
+def test_screenshots_look_like_a_product(live, page: Page, tmp_path):
+    seed(engine_of(live), 200)
+    page.set_viewport_size({"width": 1200, "height": 900})
+    page.goto(live.url + "/orders")
+    page.mouse.wheel(0, 1500)
+    expect(page.locator(ROWS)).not_to_have_count(20)
+    page.screenshot(path=tmp_path / "orders.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live.url + "/orders")
+    page.screenshot(path=tmp_path / "orders-mobile.png")
+    # Nothing sticks out sideways on a phone.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
