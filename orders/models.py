@@ -45,6 +45,7 @@ class Order(Base):
         Index("ix_orders_amount_id", amount.desc(), id.desc()),
         Index("ix_orders_customer_id", customer, id),
         Index("ix_orders_status_created_at_id", status, created_at.desc(), id.desc()),
+        {"sqlite_autoincrement": True},  # never reuse an id (see the first migration)
     )
 
     def __repr__(self) -> str:

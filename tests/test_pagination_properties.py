@@ -175,3 +175,15 @@ def test_iterate_yields_every_row_once_in_batches(engine, codec, rows, batch_siz
                 filters={"status": status},
             )
             assert [o.id for b in rest for o in b.items] == [o.id for b in batches[i + 1 :] for o in b.items]
+
+
+def test_ids_are_never_reused_after_deleting_the_newest(engine):
+    # SQLite reuses the largest rowid unless the table is AUTOINCREMENT; a reused id would make a
+    # new order look like one the reader has already seen.
+    clear(engine)
+    (first,) = add_orders(engine, [(BASE, "ana", Decimal("1.00"), "paid")])
+    with Session(engine) as session:
+        session.execute(delete(Order).where(Order.id == first))
+        session.commit()
+    (second,) = add_orders(engine, [(BASE, "ana", Decimal("1.00"), "paid")])
+    assert second > first

@@ -24,6 +24,9 @@ def upgrade() -> None:
         sa.Column("amount", Money, nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("created_at", UTCDateTime, nullable=False),
+        # Without AUTOINCREMENT SQLite hands a deleted maximum id to the next insert: a new
+        # order would then share its id (and data-id) with one a reader has already seen.
+        sqlite_autoincrement=True,
     )
     orders = sa.table(
         "orders",
