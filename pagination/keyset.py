@@ -174,6 +174,19 @@ def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
 
 
+def _probe(
+    stmt: Select[Any], keyset: Keyset, keys: Sequence[Any], *, backward: bool, inclusive: bool, dialect: str
+):
+    """The first row of `stmt` past `keys` that way, as a one-row, one-column statement."""
+    return (
+        stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
+        .where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=dialect))
+        .order_by(None)
+        .order_by(*keyset.order_by(backward=backward))
+        .limit(1)
+    )
+
+
 def keyset_select(
     stmt: Select[Any],
     keyset: Keyset,
@@ -183,14 +196,24 @@ def keyset_select(
     backward: bool = False,
     inclusive: bool = False,
     dialect: str = "",
+    probe_near_side: bool = False,
 ) -> Select[Any]:
     """`stmt` restricted to rows past `keys`, in keyset order, with the key columns appended.
 
+    With `probe_near_side`, one more column says whether any row lies on the side the reader
+    came from (at or before `keys`), so a page needs one round trip, not two. It is an
+    uncorrelated scalar subquery with its own ORDER BY and LIMIT 1, which every engine evaluates
+    once, as one index probe (PostgreSQL plans a bare EXISTS as a sequential scan).
     This is the one statement a page runs; tests EXPLAIN it to prove an index range is read.
     """
     keyed = stmt.add_columns(*(c.expr.label(f"_keyset_{i}") for i, c in enumerate(keyset.columns)))
     if keys is not None:
         keyed = keyed.where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=dialect))
+        if probe_near_side:
+            near = _probe(stmt, keyset, keys, backward=not backward, inclusive=not inclusive, dialect=dialect)
+            # correlate(None): the probe reads the table afresh; auto-correlation would drop
+            # its FROM and tie it to the outer row.
+            keyed = keyed.add_columns(near.correlate(None).scalar_subquery().label("_keyset_near"))
     return keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
 
 
@@ -203,17 +226,30 @@ def _fetch(
     backward: bool,
     inclusive: bool,
     limit: int,
-) -> list[tuple[Any, tuple[Any, ...]]]:
-    """Rows of `stmt` past `keys` in keyset order, each with its own key values."""
+    probe_near_side: bool = False,
+) -> tuple[list[tuple[Any, tuple[Any, ...]]], bool | None]:
+    """Rows of `stmt` past `keys` in keyset order, each with its own key values, and whether a
+    row lies on the near side (None when not asked or when no row came back to carry it)."""
     n = len(keyset.columns)
+    extra = n + (1 if probe_near_side and keys is not None else 0)
     keyed = keyset_select(
-        stmt, keyset, keys, limit=limit, backward=backward, inclusive=inclusive, dialect=_dialect(session)
+        stmt,
+        keyset,
+        keys,
+        limit=limit,
+        backward=backward,
+        inclusive=inclusive,
+        dialect=_dialect(session),
+        probe_near_side=probe_near_side,
     )
     rows = []
+    near = None
     for row in session.execute(keyed):
-        item = row[0] if len(row) == n + 1 else tuple(row[:-n])
-        rows.append((item, tuple(row[-n:])))
-    return rows
+        item = row[0] if len(row) == extra + 1 else tuple(row[:-extra])
+        rows.append((item, tuple(row[-extra:][:n])))
+        if extra > n:
+            near = row[-1] is not None
+    return rows, near
 
 
 def _exists(
@@ -226,13 +262,7 @@ def _exists(
     inclusive: bool,
 ) -> bool:
     """One index probe: is there any row past `keys` in that direction?"""
-    probe = (
-        stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
-        .where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=_dialect(session)))
-        .order_by(None)
-        .order_by(*keyset.order_by(backward=backward))
-        .limit(1)
-    )
+    probe = _probe(stmt, keyset, keys, backward=backward, inclusive=inclusive, dialect=_dialect(session))
     return session.execute(probe).first() is not None
 
 
@@ -269,15 +299,19 @@ def paginate(
     def make(keys: Sequence[Any], side: str, inclusive: bool = False) -> str:
         return codec.encode(Position(keyset.name, side, fingerprint, tuple(keys), inclusive))
 
-    # Fetch one extra row to learn whether the page has a successor, without COUNT(*).
-    rows = _fetch(
+    # Fetch one extra row to learn whether the page has a successor, without COUNT(*), and, on
+    # a cursor page, probe the side the reader came from in the same statement: the cursor's
+    # own row may have been deleted since, so "a cursor was given" does not prove a previous row.
+    inclusive = bool(position and position.inclusive)
+    rows, near = _fetch(
         session,
         stmt,
         keyset,
         position.keys if position else None,
         backward=backward,
-        inclusive=bool(position and position.inclusive),
+        inclusive=inclusive,
         limit=limit + 1,
+        probe_near_side=position is not None,
     )
     more_beyond = len(rows) > limit
     rows = rows[:limit]
@@ -286,26 +320,21 @@ def paginate(
     page = Page(items=[item for item, _ in rows])
     if rows:
         page.head_cursor = make(rows[0][1], BEFORE)
+    if position is not None and near is None:
+        # An empty page carried no probe column: ask separately (rare: rows were deleted).
+        near = _exists(session, stmt, keyset, position.keys, backward=not backward, inclusive=not inclusive)
 
-    # The far side (the way we read) is known from the extra row; the near side (the way we
-    # came from) needs one probe, because the cursor's own row may have been deleted since.
-    if backward:
-        if more_beyond:
-            page.prev_cursor = make(rows[0][1], BEFORE)
-        if rows:
-            if _exists(session, stmt, keyset, rows[-1][1], backward=False, inclusive=False):
-                page.next_cursor = make(rows[-1][1], AFTER)
-        elif position and _exists(session, stmt, keyset, position.keys, backward=False, inclusive=True):
-            page.next_cursor = make(position.keys, AFTER, inclusive=True)
-    else:
-        if more_beyond:
-            page.next_cursor = make(rows[-1][1], AFTER)
-        if position is not None:
-            if rows:
-                if _exists(session, stmt, keyset, rows[0][1], backward=True, inclusive=False):
-                    page.prev_cursor = make(rows[0][1], BEFORE)
-            elif _exists(session, stmt, keyset, position.keys, backward=True, inclusive=True):
-                page.prev_cursor = make(position.keys, BEFORE, inclusive=True)
+    # The far side is known from the extra row. Within one statement "a row at or before the
+    # cursor" is the same as "a row before the page's first row": nothing lies between them.
+    # An empty page has no edge row, so its cursor for the way back includes the position.
+    far_cursor = (
+        make(rows[-1 if not backward else 0][1], BEFORE if backward else AFTER) if more_beyond else None
+    )
+    near_cursor = None
+    if near:
+        edge = rows[0 if not backward else -1][1] if rows else position.keys  # type: ignore[union-attr]
+        near_cursor = make(edge, AFTER if backward else BEFORE, inclusive=not rows)
+    page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)
     return page
 
 
@@ -336,7 +365,7 @@ def iterate(
         keyset.check(position, direction=AFTER, filters=fingerprint)
         keys, inclusive = position.keys, position.inclusive
     while True:
-        rows = _fetch(session, stmt, keyset, keys, backward=False, inclusive=inclusive, limit=batch_size)
+        rows, _ = _fetch(session, stmt, keyset, keys, backward=False, inclusive=inclusive, limit=batch_size)
         if not rows:
             return
         keys, inclusive = rows[-1][1], False

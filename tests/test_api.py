@@ -267,3 +267,16 @@ def test_unknown_routes_and_methods_are_json_errors(client):
     assert client.get("/api/nothing").json["error"]["code"] == "not_found"
     response = client.put("/api/orders")
     assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
+
+
+def test_an_empty_page_still_leads_back(client, engine):
+    seed_ties(engine, 30)
+    first = client.get("/api/orders", query_string={"limit": 10}).json
+    everything = walk(client, limit=30)
+    for item in everything[10:]:  # someone deletes every row after the cursor
+        client.delete(f"/api/orders/{item['id']}")
+    empty = client.get("/api/orders", query_string={"limit": 10, "after": first["next_cursor"]}).json
+    assert empty["items"] == [] and empty["has_more"] is False and empty["has_previous"] is True
+    back = client.get("/api/orders", query_string={"limit": 10, "before": empty["prev_cursor"]}).json
+    # The way back includes the cursor's own row: the last row of the first page.
+    assert back["items"] == first["items"] and back["has_previous"] is False and back["has_more"] is False
