@@ -18,7 +18,7 @@ from werkzeug.datastructures import MultiDict
 from pagination import PaginationError
 
 from .db import migrate
-from .export import csv_header, csv_text, export_batches, snapshot
+from .export import EXPORT_BATCH_SIZE, csv_header, csv_text, export_batches, snapshot
 from .listing import InvalidParameter, ListRequest
 from .models import SORTS, STATUSES, Order
 from .seed import seed_orders
@@ -67,7 +67,7 @@ class _StopFlag:
               help="File to write (default: standard output).")  # fmt: skip
 @click.option("--after", default=None, help="Resume after this cursor (printed by an interrupted export).")
 @click.option("--consistent", is_flag=True, help="Read one snapshot (REPEATABLE READ) for the whole export.")
-@click.option("--batch-size", default=1000, show_default=True)
+@click.option("--batch-size", default=EXPORT_BATCH_SIZE, show_default=True)
 def export_command(
     sort: str, status: str | None, output: Path | None, after: str | None, consistent: bool, batch_size: int
 ) -> None:

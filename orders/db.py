@@ -20,8 +20,11 @@ def make_engine(url: str, *, statement_timeout_ms: int | None = None) -> Engine:
     connect_args: dict[str, Any] = {}
     if url.startswith("postgresql"):
         connect_args["connect_timeout"] = 5
+        # UTC sessions: timestamps come back already in UTC, no per-value conversion.
+        options = "-c timezone=UTC"
         if statement_timeout_ms:
-            connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
+            options += f" -c statement_timeout={int(statement_timeout_ms)}"
+        connect_args["options"] = options
     elif url.startswith(("mysql", "mariadb")):
         connect_args.update(connect_timeout=5, charset="utf8mb4")
     elif url.startswith("sqlite"):

@@ -12,17 +12,20 @@ from sqlalchemy.orm import Session
 from pagination import Batch, CursorCodec, iterate
 
 from .listing import ListRequest
+from .models import Order
 from .serialize import CSV_COLUMNS, order_csv_row
 
-EXPORT_BATCH_SIZE = 1000
+EXPORT_BATCH_SIZE = 5000
 
 
 def export_batches(
     session: Session, listing: ListRequest, codec: CursorCodec, *, batch_size: int = EXPORT_BATCH_SIZE
 ) -> Iterator[Batch]:
+    # Plain rows, not ORM objects: an export needs no identity map, and building one per row
+    # costs more than the query. Rows keep attribute access (row.id, row.customer, ...).
     return iterate(
         session,
-        listing.statement(),
+        listing.statement().with_only_columns(*Order.__table__.c, maintain_column_froms=True),
         listing.keyset,
         batch_size=batch_size,
         codec=codec,

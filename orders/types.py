@@ -40,8 +40,8 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
         return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
 
     def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
-        if value is None:
-            return None
+        if value is None or value.tzinfo is UTC:  # PostgreSQL sessions run in UTC (db.py)
+            return value
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
     @property
@@ -71,7 +71,7 @@ class Money(TypeDecorator[Decimal]):
             return None
         if dialect.name == "sqlite":
             return (Decimal(int(value)) / 100).quantize(Decimal("0.01"))
-        return Decimal(value).quantize(Decimal("0.01"))
+        return value  # NUMERIC(12, 2) already comes back as a Decimal with two places
 
     @property
     def python_type(self) -> type:

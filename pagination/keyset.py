@@ -245,7 +245,9 @@ def _fetch(
     rows = []
     near = None
     for row in session.execute(keyed):
-        item = row[0] if len(row) == extra + 1 else tuple(row[:-extra])
+        # One entity or column: the item is that value. Several: the Row itself, which keeps
+        # attribute access by name (the appended _keyset_N columns come along).
+        item = row[0] if len(row) == extra + 1 else row
         rows.append((item, tuple(row[-extra:][:n])))
         if extra > n:
             near = row[-1] is not None
