@@ -23,6 +23,14 @@ MAX_AMOUNT = Decimal("9999999999.99")  # NUMERIC(12, 2)
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def get_order_or_404(order_id: int) -> Order:
     order = get_session().get(Order, order_id) if 1 <= order_id <= MAX_ID else None
     if order is None:
@@ -65,6 +73,9 @@ def validate_order(body: Any) -> dict[str, Any]:
         errors["customer"] = f"at most {CUSTOMER_MAX_LENGTH} characters"
     elif _CONTROL_CHARS.search(customer):
         errors["customer"] = "must not contain control characters"
+    elif not _encodable(customer):
+        # JSON can carry a lone surrogate ("\ud800"); no database driver can store one.
+        errors["customer"] = "must be valid Unicode text (no lone surrogates)"
     else:
         values["customer"] = customer.strip()
 
@@ -113,7 +124,10 @@ def validate_order(body: Any) -> dict[str, Any]:
 def create_order():  # type: ignore[no-untyped-def]
     if not request.is_json:
         raise ApiError(415, "unsupported_media_type", "send the order as application/json")
-    body = request.get_json(silent=True)
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:  # deeply nested arrays or objects: the parser gives up, not a ValueError
+        body = None
     if body is None:
         raise ApiError(422, "invalid_order", "the body is not valid JSON", {"body": "not valid JSON"})
     order = Order(**validate_order(body))

@@ -1,0 +1,685 @@
+"""Fuzzing the HTTP edge: whatever a client sends, the answer is a documented status, never a 5xx.
+
+Query strings are built raw (duplicated parameters, both `after` and `before`, non-UTF-8
+percent-escapes, huge values) and sent to every list endpoint: the JSON API, the full page,
+the htmx fragment, the new-orders banner and the CSV export. Cursors are genuine ones signed
+with the app's key (random in-range positions), mutated ones (bit flips, truncation,
+re-encoding, swapped signatures), ones signed with another key, and junk. An independent
+oracle decides the answer: 200 when every parameter is valid, else 400 with one of the codes
+of the problems present. Bodies for POST /api/orders get 201, 413, 415 or 422 only.
+
+Budgets are fixed and derandomized so CI runs the same examples every time: SQLite takes the
+bulk, PostgreSQL and MariaDB a smaller share of each budget.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from flask import Flask
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from werkzeug.wrappers import Request
+
+from app import create_app
+from orders.api import MAX_AMOUNT
+from orders.db import make_engine, migrate
+from orders.models import CUSTOMER_MAX_LENGTH, SORTS, STATUSES
+from orders.serialize import CSV_COLUMNS
+from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
+
+from .conftest import SECRET
+from .databases import ENGINES, throwaway_database
+from .helpers import BASE, add_orders
+
+UTC = dt.UTC
+# Share of each example budget per engine: the HTTP edge is the same code on all three, the
+# engines differ in how they bind and compare the values a cursor carries.
+BUDGET_SHARE = {"sqlite": 1.0, "postgresql": 0.12, "mysql": 0.12}
+LIST_PARAMS = ("sort", "status", "limit", "after", "before")
+TARGETS: dict[str, dict[str, Any]] = {
+    "api": {"path": "/api/orders", "params": LIST_PARAMS, "budget": 1000},
+    "page": {"path": "/orders", "params": (*LIST_PARAMS, "page"), "budget": 400},
+    "fragment": {"path": "/orders", "params": (*LIST_PARAMS, "page"), "budget": 400, "htmx": True},
+    "new": {"path": "/orders/new", "params": LIST_PARAMS, "budget": 250},
+    "export": {"path": "/orders/export.csv", "params": LIST_PARAMS, "budget": 250},
+}
+API_ERROR_CODES = {"invalid_cursor", "cursor_mismatch", "invalid_parameter"}
+
+
+# --- The app under test, one throwaway database per engine --------------------------------
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def fuzz_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
+    """An app on a database with 60 orders, many tied on created_at, every status present."""
+    with throwaway_database(request.param, tmp_path_factory.mktemp("fuzz"), "fuzz") as url:
+        engine = make_engine(url)
+        migrate(engine)
+        rows = [
+            (
+                BASE - dt.timedelta(minutes=i // 7),
+                f"cust {i % 9} ção",
+                Decimal(i % 11) + Decimal("0.25"),
+                STATUSES[i % len(STATUSES)],
+            )
+            for i in range(60)
+        ]
+        add_orders(engine, rows)
+        engine.dispose()
+        app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+        app.config["ENGINE_KIND"] = request.param
+        yield app
+        app.extensions["engine"].dispose()
+
+
+def run(app: Flask, budget: int, test: Callable[..., None], **strategies: Any) -> None:
+    """Run `test` as a Hypothesis test with this engine's share of a fixed, derandomized budget."""
+    examples = max(20, round(budget * BUDGET_SHARE[app.config["ENGINE_KIND"]]))
+    fixed = settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
+    fixed(given(**strategies)(test))()
+
+
+def no_leak(app: Flask) -> None:
+    assert app.extensions["engine"].pool.checkedout() == 0, "a request leaked a database connection"
+
+
+# --- Cursors: genuine, mutated, foreign, junk ----------------------------------------------
+
+CODEC = CursorCodec(SECRET)
+FOREIGN = CursorCodec("another-deployment-secret-0123456789-abcdefghij")
+ids = st.integers(1, 2**63 - 1)
+timestamps = st.datetimes(
+    min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(9998, 12, 30), timezones=st.just(UTC)
+)
+amounts = st.decimals(min_value=0, max_value=MAX_AMOUNT, places=2)
+customers = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=CUSTOMER_MAX_LENGTH
+).filter(lambda s: s.strip() == s and s)
+FIRST_KEY = {"newest": timestamps, "oldest": timestamps, "amount": amounts, "customer": customers}
+
+
+@st.composite
+def positions(
+    draw: st.DrawFn, sort: str | None = None, direction: str | None = None, status: str | None = ""
+) -> Position:
+    """A position any page of this app could have handed out: in-range keys of the right types."""
+    sort = sort or draw(st.sampled_from(list(SORTS)))
+    if status == "":
+        status = draw(st.sampled_from([None, *STATUSES]))
+    return Position(
+        sort=sort,
+        direction=direction or draw(st.sampled_from([AFTER, BEFORE])),
+        filters=filters_fingerprint({"status": status}),
+        keys=(draw(FIRST_KEY[sort]), draw(ids)),
+        inclusive=draw(st.booleans()),
+    )
+
+
+def meta(position: Position) -> tuple[str, str, str]:
+    return (position.sort, position.direction, position.filters)
+
+
+@st.composite
+def genuine(draw: st.DrawFn) -> tuple[str, tuple[str, str, str]]:
+    position = draw(positions())
+    return CODEC.encode(position), meta(position)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    """A genuine cursor changed in one of the ways a client, a proxy or an attacker would."""
+    cursor, _ = draw(genuine())
+    payload, _, signature = cursor.rpartition(".")
+    i = draw(st.integers(0, len(cursor) - 1))
+    how = draw(
+        st.sampled_from(
+            [
+                "flip_char_bit",
+                "truncate",
+                "delete_char",
+                "insert_char",
+                "swap_chars",
+                "swap_case",
+                "standard_base64",
+                "padded",
+                "payload_bit",
+                "signature_bit",
+                "reformatted_json",
+                "other_signature",
+                "no_signature",
+                "doubled",
+                "percent_literal",
+                "whitespace",
+                "signature_alias",
+            ]
+        )
+    )
+    if how == "flip_char_bit":
+        result = cursor[:i] + chr(ord(cursor[i]) ^ (1 << draw(st.integers(0, 6)))) + cursor[i + 1 :]
+    elif how == "truncate":
+        result = cursor[:i]
+    elif how == "delete_char":
+        result = cursor[:i] + cursor[i + 1 :]
+    elif how == "insert_char":
+        result = cursor[:i] + draw(st.characters()) + cursor[i:]
+    elif how == "swap_chars":
+        j = min(i + 1, len(cursor) - 1)
+        result = cursor[:i] + cursor[j] + cursor[i] + cursor[j + 1 :]
+    elif how == "swap_case":
+        result = cursor[:i] + cursor[i].swapcase() + cursor[i + 1 :]
+    elif how == "standard_base64":
+        result = cursor.replace("-", "+").replace("_", "/")
+    elif how == "padded":
+        result = payload + "=" * (-len(payload) % 4 or 4) + "." + signature
+    elif how == "payload_bit":
+        data = bytearray(_unb64(payload))
+        data[i % len(data)] ^= 1 << draw(st.integers(0, 7))
+        result = _b64(bytes(data)) + "." + signature
+    elif how == "signature_bit":
+        sig = bytearray(_unb64(signature))
+        sig[i % len(sig)] ^= 1 << draw(st.integers(0, 7))
+        result = payload + "." + _b64(bytes(sig))
+    elif how == "reformatted_json":
+        data = json.dumps(
+            json.loads(_unb64(payload)), ensure_ascii=True, indent=draw(st.sampled_from([None, 1]))
+        )
+        result = _b64(data.encode()) + "." + signature
+    elif how == "other_signature":
+        other, _ = draw(genuine())
+        result = payload + "." + other.rpartition(".")[2]
+    elif how == "no_signature":
+        result = payload
+    elif how == "doubled":
+        result = cursor + draw(st.sampled_from(["", "."])) + cursor
+    elif how == "percent_literal":
+        result = "".join(f"%{ord(c):02X}" for c in cursor)  # the server sees the escapes as text
+    elif how == "whitespace":
+        result = draw(st.sampled_from([" ", "\t", "\n", "\u00a0"])) + cursor
+    else:  # signature_alias: same bytes, other spare bits in the last base64 character
+        last = signature[-1]
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        index = alphabet.index(last)
+        result = payload + "." + signature[:-1] + alphabet[index ^ draw(st.integers(1, 3))]
+    assume(result != cursor)
+    return result
+
+
+junk_cursors = st.one_of(
+    st.text(max_size=80),
+    st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=", max_size=120),
+    st.integers(500, 20_000).map(lambda n: "A" * n + ".AAAA"),
+    st.just(""),
+)
+
+# A cursor value: (text or raw bytes as sent, the (sort, direction, filters) it is valid for).
+cursor_values = st.one_of(
+    genuine(),
+    mutated().map(lambda c: (c, None)),
+    positions().map(lambda p: (FOREIGN.encode(p), None)),
+    junk_cursors.map(lambda c: (c, None)),
+    st.binary(max_size=40).map(lambda b: (b, None)),
+)
+
+
+# --- Raw query strings and the oracle --------------------------------------------------------
+
+
+def junk(valid: list[str]) -> st.SearchStrategy[str | bytes]:
+    """Mostly a valid value; otherwise a near miss, random text or raw non-UTF-8 bytes."""
+    near = [v.upper() for v in valid if v] + [v + " " for v in valid if v] + [" " + v for v in valid if v]
+    return st.one_of(
+        *[st.sampled_from(valid)] * 6,
+        st.sampled_from(near or ["x"]),
+        st.text(max_size=20),
+        st.binary(max_size=10),
+    )
+
+
+def number_texts(low: int, high: int) -> st.SearchStrategy[str | bytes]:
+    return st.one_of(
+        st.integers(low - 3, high + 3).map(str),
+        *[st.integers(low, high).map(str)] * 4,
+        st.sampled_from(
+            ["", "1.5", "1e2", "+5", " 5", "5 ", "0x10", "00007", "9" * 50, "٥", "５", "-0", "½"]
+        ),
+        st.text(max_size=8),
+        st.binary(max_size=6),
+    )
+
+
+VALUE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
+    "sort": junk(["", *SORTS]),
+    "status": junk(["", *STATUSES]),
+    "limit": number_texts(1, 100),
+    "page": number_texts(1, 1_000_000),
+}
+
+
+def encode_value(value: str | bytes, style: str) -> str:
+    raw = value.encode() if isinstance(value, str) else value
+    if style == "every_byte":  # legal, if odd: the server decodes it to the same value
+        return "".join(f"%{b:02X}" for b in raw)
+    return quote(raw, safe="")
+
+
+@st.composite
+def raw_queries(draw: st.DrawFn, names: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+    """A raw query string with each parameter absent, once, or twice, in a random order."""
+    pairs: list[tuple[str, str | bytes]] = []
+    known: dict[str, Any] = {}
+    for name in names:
+        for _ in range(
+            draw(
+                st.sampled_from(
+                    [0, 0, 0, 0, 1, 1, 1, 1, 2]
+                    if name in ("after", "before")
+                    else [0, 0, 0, 1, 1, 1, 1, 1, 1, 2]
+                )
+            )
+        ):
+            if name in ("after", "before"):
+                value, valid_for = draw(cursor_values)
+                if valid_for is not None:
+                    known[value] = valid_for
+            else:
+                value = draw(VALUE_STRATEGIES[name])
+            pairs.append((name, value))
+    pairs = draw(st.permutations(pairs))
+    style = draw(st.sampled_from(["quote", "quote", "every_byte"]))
+    query = "&".join(f"{quote(name)}={encode_value(value, style)}" for name, value in pairs)
+    return query, known
+
+
+def _valid_int(raw: str, low: int, high: int) -> bool:
+    return raw.isascii() and raw.isdigit() and low <= int(raw) <= high
+
+
+def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
+    """The error codes the request may get: empty when every parameter is valid (then 200).
+
+    With several problems the server reports one of them (it checks in its own order).
+    """
+    args = Request.from_values(query_string=query).args  # what the server sees, decoded
+    problems: set[str] = set()
+    params = TARGETS[target]["params"]
+    for name in params:
+        if len(args.getlist(name)) > 1:
+            problems.add("invalid_parameter")
+    sort, status = args.get("sort") or "newest", args.get("status") or None
+    if sort not in SORTS or (status is not None and status not in STATUSES):
+        problems.add("invalid_parameter")
+    if "limit" in args and not _valid_int(args["limit"], 1, 100):
+        problems.add("invalid_parameter")
+    if "page" in params and "page" in args and not _valid_int(args["page"], 1, 1_000_000):
+        problems.add("invalid_parameter")
+    if "after" in args and "before" in args:
+        problems.add("invalid_parameter")
+    if target == "export" and "before" in args:
+        problems.add("invalid_parameter")  # an export reads forward only
+    if problems:
+        return problems  # the cursor is checked last: against valid sort and status only
+    for direction in (AFTER, BEFORE):
+        if direction not in args or (target == "new" and direction == AFTER):
+            continue  # the banner counts rows above a `before` cursor and ignores `after`
+        valid_for = known.get(args[direction])
+        if valid_for is None:
+            problems.add("invalid_cursor")
+        elif valid_for != (sort, direction, filters_fingerprint({"status": status})):
+            problems.add("cursor_mismatch")
+    return problems
+
+
+def check_response(app: Flask, target: str, query: str, known: dict[str, Any]) -> int:
+    spec = TARGETS[target]
+    headers = {"HX-Request": "true"} if spec.get("htmx") else {}
+    response = app.test_client().get(f"{spec['path']}?{query}", headers=headers)
+    body = response.get_data()
+    response.close()
+    no_leak(app)
+    codes = expected_codes(target, query, known)
+    status = response.status_code
+    assert status < 500, f"{status} for {spec['path']}?{query}: {body[:300]!r}"
+    if not codes:
+        assert status == 200, f"expected 200 for {query}, got {status}: {body[:300]!r}"
+    else:
+        assert status == 400, f"expected 400 {codes} for {query}, got {status}: {body[:300]!r}"
+    if target == "api":
+        payload = json.loads(body)
+        if status == 200:
+            assert set(payload) == {"items", "next_cursor", "prev_cursor", "has_more", "has_previous"}
+            args = Request.from_values(query_string=query).args
+            assert len(payload["items"]) <= int(args.get("limit", 20))
+            assert payload["has_more"] == (payload["next_cursor"] is not None)
+            assert payload["has_previous"] == (payload["prev_cursor"] is not None)
+        else:
+            assert payload["error"]["code"] in codes & API_ERROR_CODES, (query, payload)
+            assert payload["error"]["message"]
+    elif target == "export" and status == 200:
+        assert response.mimetype == "text/csv"
+        assert body.decode().startswith(",".join(CSV_COLUMNS) + "\n")
+    else:
+        assert response.mimetype == "text/html", (query, response.mimetype)
+        text = body.decode()
+        if spec.get("htmx"):
+            assert response.headers.get("Vary") == "HX-Request"
+            assert "<html" not in text
+            if status == 200:
+                assert 'id="more"' in text or 'id="end-of-list"' in text
+        elif target == "page":
+            assert "<footer" in text
+    return status
+
+
+# --- GET: random query strings on every list endpoint ----------------------------------------
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_random_queries_get_a_documented_answer(fuzz_app: Flask, target: str) -> None:
+    statuses: list[int] = []
+
+    def one(query: tuple[str, dict[str, Any]]) -> None:
+        statuses.append(check_response(fuzz_app, target, *query))
+
+    run(fuzz_app, TARGETS[target]["budget"], one, query=raw_queries(TARGETS[target]["params"]))
+    # The generator must reach both outcomes, or the oracle proves little.
+    assert 200 in statuses and 400 in statuses, sorted(set(statuses))
+
+
+@st.composite
+def cursor_queries(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    """Valid sort, status and limit; exactly one cursor parameter: the cursor decides alone."""
+    sort = draw(st.sampled_from(list(SORTS)))
+    status = draw(st.sampled_from(["", *STATUSES]))
+    direction = draw(st.sampled_from([AFTER, BEFORE]))
+    # Half the time a genuine cursor that fits the request, which must page normally.
+    if draw(st.booleans()):
+        position = draw(positions(sort, direction, status or None))
+        value, valid_for = CODEC.encode(position), meta(position)
+    else:
+        value, valid_for = draw(cursor_values)
+    known = {value: valid_for} if valid_for is not None else {}
+    pairs = [
+        ("sort", sort),
+        ("status", status),
+        ("limit", str(draw(st.integers(1, 100)))),
+        (direction, value),
+    ]
+    style = draw(st.sampled_from(["quote", "every_byte"]))
+    return "&".join(f"{name}={encode_value(v, style)}" for name, v in pairs), known
+
+
+@pytest.mark.parametrize("target", ["api", "fragment"])
+def test_cursors_are_accepted_exactly_when_genuine_and_fitting(fuzz_app: Flask, target: str) -> None:
+    seen: dict[int, int] = {}
+
+    def one(query: tuple[str, dict[str, Any]]) -> None:
+        status = check_response(fuzz_app, target, *query)
+        seen[status] = seen.get(status, 0) + 1
+
+    run(fuzz_app, 800 if target == "api" else 300, one, query=cursor_queries())
+    assert seen.get(200) and seen.get(400), seen
+
+
+@pytest.mark.parametrize("target", ["api", "page"])
+def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask, target: str) -> None:
+    """Cursors the server itself handed out, replayed with every other sort, status and direction."""
+    client = fuzz_app.test_client()
+    issued = []
+    for sort in SORTS:
+        for status in ["", "paid"]:
+            body = client.get("/api/orders", query_string={"sort": sort, "status": status, "limit": 5}).json
+            after = body["next_cursor"]
+            issued.append((after, (sort, AFTER, status)))
+            before = client.get(
+                "/api/orders", query_string={"sort": sort, "status": status, "limit": 5, "after": after}
+            ).json["prev_cursor"]
+            issued.append((before, (sort, BEFORE, status)))
+    for cursor, (sort, direction, status) in issued:
+        for other_sort in SORTS:
+            for other_status in ["", "paid", "shipped"]:
+                for other_direction in (AFTER, BEFORE):
+                    query = f"sort={other_sort}&status={other_status}&{other_direction}={cursor}"
+                    fits = (sort, direction, status) == (other_sort, other_direction, other_status)
+                    valid_for = (sort, direction, filters_fingerprint({"status": status or None}))
+                    assert check_response(fuzz_app, target, query, {cursor: valid_for}) == (
+                        200 if fits else 400
+                    )
+
+
+# --- POST /api/orders: random bodies and content types ----------------------------------------
+
+VALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "customer": customers.map(lambda s: draw_spaces(s)),
+    "amount": st.one_of(amounts.map(str), st.integers(0, 9_999_999_999)),
+    "status": st.sampled_from(STATUSES),
+    "created_at": st.one_of(
+        st.none(),
+        st.builds(
+            lambda t, minutes: t.astimezone(dt.timezone(dt.timedelta(minutes=minutes))).isoformat(),
+            timestamps,
+            st.integers(-14 * 60, 14 * 60),
+        ),
+    ),
+}
+
+
+def draw_spaces(text: str) -> str:
+    return f" {text} " if len(text) % 3 == 0 else text  # surrounding spaces are trimmed, not refused
+
+
+INVALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "customer": st.one_of(
+        st.sampled_from(
+            ["", "   ", "x" * (CUSTOMER_MAX_LENGTH + 1), "a\x00b", "tab\there", "\ud800", "é\udfff"]
+        ),
+        st.integers(),
+        st.lists(st.text(max_size=2), max_size=2),
+        st.none(),
+        st.booleans(),
+    ),
+    "amount": st.one_of(
+        st.sampled_from(
+            ["1.234", "-1", "-0.01", "1e20", "NaN", "Infinity", "-Infinity", "", "abc", "1,00", "0x10"]
+        ),
+        st.sampled_from([True, False, None, [], {}, 10**11, -1, 0.125, 1e300, 10**4000]),
+    ),
+    "status": st.one_of(
+        st.sampled_from(["lost", "PAID", "", " paid"]), st.none(), st.integers(), st.lists(st.none())
+    ),
+    "created_at": st.one_of(
+        st.sampled_from(
+            [
+                "2026-03-11T10:39:00",  # naive
+                "yesterday",
+                "",
+                "1969-12-31T23:59:59Z",
+                "9999-06-01T00:00:00Z",
+                "0001-01-01T00:00:00+01:00",  # overflows when moved to UTC
+                "2026-02-30T00:00:00Z",
+            ]
+        ),
+        st.integers(),
+        st.booleans(),
+        st.lists(st.text(max_size=3), max_size=2),
+    ),
+}
+
+
+@st.composite
+def order_bodies(draw: st.DrawFn) -> tuple[Any, set[str]]:
+    """A JSON value to POST and the fields it gets wrong (empty: a valid order)."""
+    fields: dict[str, Any] = {}
+    wrong: set[str] = set()
+    for name in ("customer", "amount", "status", "created_at"):
+        choice = draw(st.sampled_from(["valid", "valid", "valid", "invalid", "absent"]))
+        if choice == "absent":
+            if name in ("customer", "amount"):
+                wrong.add(name)
+            continue
+        if choice == "invalid":
+            wrong.add(name)
+        fields[name] = draw((VALID_FIELDS if choice == "valid" else INVALID_FIELDS)[name])
+    for extra in draw(
+        st.lists(st.sampled_from(["id", "Customer", "amount ", "notes", ""]), max_size=2, unique=True)
+    ):
+        fields[extra] = draw(st.text(max_size=5))
+        wrong.add(extra)
+    return fields, wrong
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+JSON_TYPES = ["application/json", "application/json; charset=utf-8", "application/merge-patch+json"]
+OTHER_TYPES = [
+    "text/plain",
+    "",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data",
+    "text/json",
+    "json",
+]
+MAX_BODY = 16 * 1024
+
+
+@st.composite
+def post_requests(draw: st.DrawFn) -> tuple[bytes, str, set[str] | None]:
+    """(body bytes, content type, wrong fields: None when the body is not an order object at all)."""
+    kind = draw(st.sampled_from(["order", "order", "order", "json", "bytes", "deep", "bigint", "huge"]))
+    wrong: set[str] | None = None
+    if kind == "order":
+        value, wrong = draw(order_bodies())
+        body = json.dumps(value).encode()
+    elif kind == "json":
+        body = json.dumps(draw(json_values)).encode()
+    elif kind == "bytes":
+        body = draw(st.binary(max_size=200))
+    elif kind == "deep":
+        depth = draw(st.integers(100, 8000))
+        body = (draw(st.sampled_from(["[", '{"a":'])) * depth).encode()
+    elif kind == "bigint":  # past Python's 4300-digit limit for int() of a string
+        body = b'{"customer": "Ana", "amount": ' + b"9" * draw(st.integers(4290, 6000)) + b"}"
+    else:
+        body = (
+            b'{"customer": "' + b"x" * draw(st.integers(MAX_BODY - 40, 4 * MAX_BODY)) + b'", "amount": "1"}'
+        )
+    content_type = draw(st.sampled_from(JSON_TYPES * 3 + OTHER_TYPES))
+    return body, content_type, wrong
+
+
+def test_post_bodies_get_201_413_415_or_422(fuzz_app: Flask) -> None:
+    client = fuzz_app.test_client()
+    seen: dict[int, int] = {}
+
+    def one(request: tuple[bytes, str, set[str] | None]) -> None:
+        body, content_type, wrong = request
+        response = client.post("/api/orders", data=body, content_type=content_type)
+        no_leak(fuzz_app)
+        status = response.status_code
+        seen[status] = seen.get(status, 0) + 1
+        described = f"{content_type!r} {body[:200]!r}"
+        assert status in (201, 413, 415, 422), f"{status} for {described}: {response.get_data()[:300]!r}"
+        is_json = content_type.split(";")[0] in ("application/json", "application/merge-patch+json")
+        if not is_json:
+            assert status == 415, described
+        elif len(body) > MAX_BODY:
+            assert status == 413, described
+        elif wrong is not None:
+            assert status == (422 if wrong else 201), (described, response.json)
+        error = response.json.get("error") if status != 201 else None
+        if status == 201:
+            order = response.json
+            assert client.get(response.headers["Location"]).json == order
+            sent = json.loads(body)
+            assert order["customer"] == sent["customer"].strip()
+            assert Decimal(order["amount"]) == Decimal(str(sent["amount"]))
+            assert order["status"] == sent.get("status", "pending")
+            if sent.get("created_at"):
+                assert dt.datetime.fromisoformat(order["created_at"]) == dt.datetime.fromisoformat(
+                    sent["created_at"]
+                )
+        else:
+            codes = {413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_order"}
+            assert error["code"] == codes[status] and error["message"]
+            if status == 422 and wrong:
+                assert set(error["errors"]) == wrong, (described, error)
+
+    run(fuzz_app, 800, one, request=post_requests())
+    assert {201, 413, 415, 422} <= set(seen), seen
+
+
+# --- One order by id: any path segment ---------------------------------------------------------
+
+
+def test_order_ids_of_any_shape_are_found_or_404(fuzz_app: Flask) -> None:
+    client = fuzz_app.test_client()
+    known = client.get("/api/orders?limit=1").json["items"][0]["id"]
+    segments = st.one_of(
+        st.integers(-(2**70), 2**70).map(str),
+        st.integers(0, 10**30).map(lambda n: "0" * (n % 3) + str(n)),
+        st.just(known),
+        st.text(max_size=30).filter(lambda t: t not in ("", ".", "..")),
+    )
+
+    def one(segment: str, method: str) -> None:
+        path = quote(segment, safe="")
+        if method == "DELETE":
+            assume(segment != known)  # keep the one known order for the GETs
+            response = client.delete(f"/api/orders/{path}")
+            assert response.status_code in (204, 404), (segment, response.status_code)
+        else:
+            response = client.get(f"/api/orders/{path}")
+            assert response.status_code in (200, 404), (segment, response.status_code)
+            if response.status_code == 404:
+                assert response.json["error"]["code"] == "not_found"
+            page = client.get(f"/orders/{path}")
+            if segment not in ("new", "export.csv"):
+                assert page.status_code in (200, 404), (segment, page.status_code)
+        no_leak(fuzz_app)
+
+    run(fuzz_app, 300, one, segment=segments, method=st.sampled_from(["GET", "DELETE"]))
+
+
+# --- Known gap, handed over ----------------------------------------------------------------------
+
+
+# pagination's Keyset.check validates the types of a cursor's keys, not their ranges: a cursor
+# signed with our own key but holding a naive timestamp or a decimal past NUMERIC(12,2) fails
+# while binding (500; a huge id is a 503 on PostgreSQL, a 500 on SQLite, a 200 on MariaDB). Only
+# a holder of SECRET_KEY can make one. Strict: when pagination/keyset.py is fixed, drop the mark.
+@pytest.mark.xfail(strict=True, reason="Keyset.check checks key types, not ranges (pagination/keyset.py)")
+@pytest.mark.parametrize(
+    ("sort", "keys"),
+    [
+        ("newest", (dt.datetime(2026, 3, 11, 10, 39), 5)),  # naive
+        ("amount", (Decimal("1E+40"), 5)),
+    ],
+)
+def test_signed_cursors_with_impossible_keys_are_invalid(fuzz_app: Flask, sort: str, keys: tuple) -> None:
+    cursor = CODEC.encode(Position(sort, AFTER, filters_fingerprint({"status": None}), keys))
+    response = fuzz_app.test_client().get("/api/orders", query_string={"sort": sort, "after": cursor})
+    assert response.status_code == 400 and response.json["error"]["code"] == "invalid_cursor"
