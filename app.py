@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask
 
-from orders import api, cli, db, errors, web
+from orders import api, cli, db, errors, openapi, web
 from pagination import CursorCodec
 
 MIN_SECRET_LENGTH = 32
@@ -72,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     cli.init_app(app)
     app.register_blueprint(web.bp)
     app.register_blueprint(api.bp)
+    app.register_blueprint(openapi.bp)
 
     @app.after_request
     def _security_headers(response):  # type: ignore[no-untyped-def]

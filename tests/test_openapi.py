@@ -1,0 +1,163 @@
+"""The OpenAPI description is the contract: schemathesis drives the live server with it.
+
+Every operation in /openapi.json gets positive and negative cases (valid and invalid
+parameters and bodies); each answer must be no 5xx, a documented status, the documented
+content type and a body that matches the documented schema (including the error code
+allowed for that status).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import negative_data_rejection, not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from app import create_app
+from orders.db import make_engine, migrate
+from orders.models import STATUSES
+from orders.openapi import SPEC
+
+from .conftest import SECRET
+from .databases import throwaway_database
+from .helpers import BASE, add_orders
+from .live import LiveServer
+
+CHECKS = [
+    negative_data_rejection,
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+]
+EXAMPLES_PER_OPERATION = 100
+
+
+@pytest.fixture(scope="module")
+def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The app served for real on SQLite, with 80 orders so pages, cursors and ids exist."""
+    with throwaway_database("sqlite", tmp_path_factory.mktemp("openapi"), "openapi") as url:
+        engine = make_engine(url)
+        migrate(engine)
+        add_orders(
+            engine,
+            [
+                (BASE - dt.timedelta(minutes=i // 4), f"Customer {i % 7}", Decimal(i) / 4, STATUSES[i % 4])
+                for i in range(80)
+            ],
+        )
+        engine.dispose()
+        app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+        with LiveServer(app) as server:
+            yield server
+        app.extensions["engine"].dispose()
+
+
+@pytest.fixture(scope="module")
+def api_schema(live_api: LiveServer):  # type: ignore[no-untyped-def]
+    return schemathesis.openapi.from_url(f"{live_api.url}/openapi.json")
+
+
+# Negative cases need something to get wrong: /healthz takes no parameters and no body.
+CASES = [
+    (path, method.upper(), mode)
+    for path, operations in SPEC["paths"].items()
+    for method, operation in operations.items()
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    if mode == GenerationMode.POSITIVE or operation.get("parameters") or operation.get("requestBody")
+]
+
+
+# schemathesis' own pytest integration (`schema.parametrize()` on `from_fixture`) breaks on
+# pytest 9 (it sets `request.node._nodeid`, which pytest 9 no longer has), so each operation
+# and generation mode is a plain parametrized test that runs the operation's Hypothesis strategy.
+@pytest.mark.parametrize(("path", "method", "mode"), CASES, ids=[f"{m} {p} {g.value}" for p, m, g in CASES])
+def test_api_follows_its_openapi_description(
+    api_schema, path: str, method: str, mode: GenerationMode
+) -> None:  # type: ignore[no-untyped-def]
+    operation = api_schema[path][method]
+    calls: list[int] = []
+
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def run(case: schemathesis.Case) -> None:
+        response = case.call_and_validate(checks=CHECKS, timeout=10)
+        calls.append(response.status_code)
+
+    run()
+    assert calls, "no case was generated"
+
+
+def test_oversized_and_non_json_bodies_are_documented(api_schema, live_api: LiveServer) -> None:  # type: ignore[no-untyped-def]
+    create = api_schema["/api/orders"]["POST"]
+    huge = create.Case(body={"customer": "x" * 20_000, "amount": "1"}, media_type="application/json")
+    assert huge.call_and_validate(checks=CHECKS, timeout=10).status_code == 413
+    text = create.Case(body="customer=Ana&amount=1", media_type="text/plain")
+    assert text.call_and_validate(checks=CHECKS, timeout=10).status_code == 415
+
+
+def test_unavailable_database_answers_are_documented(api_schema) -> None:  # type: ignore[no-untyped-def]
+    """Every operation answers 503 with Retry-After and the documented error body when the
+    database does not answer (here: nothing listens on the port)."""
+    app = create_app(
+        {
+            "TESTING": True,
+            "DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:9/none",
+            "SECRET_KEY": SECRET,
+        }
+    )
+    with LiveServer(app) as down:
+        cases = [
+            api_schema["/api/orders"]["GET"].Case(query={"limit": 5}),
+            api_schema["/api/orders"]["POST"].Case(body={"customer": "Ana", "amount": "1.00"}),
+            api_schema["/api/orders/{id}"]["GET"].Case(path_parameters={"id": 1}),
+            api_schema["/api/orders/{id}"]["DELETE"].Case(path_parameters={"id": 1}),
+            api_schema["/healthz"]["GET"].Case(),
+        ]
+        for case in cases:
+            # Every check but not_a_server_error: here the 503 is the documented answer.
+            checks = [check for check in CHECKS if check is not not_a_server_error]
+            response = case.call_and_validate(base_url=down.url, checks=checks, timeout=10)
+            assert response.status_code == 503, (case.method, case.path)
+            assert response.json()["error"]["code"] == "unavailable"
+            assert int(response.headers["retry-after"][0]) > 0  # lowercase keys, list values
+    app.extensions["engine"].dispose()
+
+
+def test_served_description_is_the_module_spec_and_valid_openapi_3_1(live_api: LiveServer) -> None:
+    response = requests.get(f"{live_api.url}/openapi.json", timeout=10)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json() == SPEC
+    assert SPEC["openapi"].startswith("3.1")
+    assert set(SPEC["paths"]) == {"/api/orders", "/api/orders/{id}", "/healthz"}
+    documented = {
+        (path, method, status)
+        for path, operations in SPEC["paths"].items()
+        for method, operation in operations.items()
+        for status in operation["responses"]
+    }
+    for status in ("200", "400", "503"):
+        assert ("/api/orders", "get", status) in documented
+    for status in ("201", "413", "415", "422", "503"):
+        assert ("/api/orders", "post", status) in documented
+    assert ("/api/orders/{id}", "delete", "204") in documented
