@@ -7,11 +7,13 @@ so inserts and deletes elsewhere in the table cannot shift it, and the database 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, and_, literal, or_, tuple_
+from sqlalchemy import BigInteger, Integer, Numeric, Select, String, and_, literal, or_, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
@@ -134,12 +136,31 @@ class Keyset:
         if len(position.keys) != len(self.columns):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
         for column, value in zip(self.columns, position.keys, strict=True):
-            try:
-                expected = column.expr.type.python_type
-            except NotImplementedError:
-                continue
-            if not isinstance(value, expected):
+            if not _fits(column.expr.type, value):
                 raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
+
+
+def _fits(type_: Any, value: Any) -> bool:
+    """Could `value` be a value of a column of `type_`? Refuses, before the database sees it,
+    a key the column cannot hold (it would fail while binding, or overflow in the server)."""
+    impl = getattr(type_, "impl_instance", None) or type_  # a TypeDecorator's underlying type
+    try:
+        expected = type_.python_type
+    except NotImplementedError:
+        return True
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        return False
+    if isinstance(value, dt.datetime) and getattr(impl, "timezone", False) and value.tzinfo is None:
+        return False
+    if isinstance(impl, Integer) and isinstance(value, int):
+        bits = 63 if isinstance(impl, BigInteger) else 31
+        return -(2**bits) <= value < 2**bits
+    if isinstance(impl, Numeric) and isinstance(value, Decimal) and impl.precision is not None:
+        whole_digits = impl.precision - (impl.scale or 0)
+        return value.is_finite() and abs(value) < Decimal(10) ** whole_digits
+    if isinstance(impl, String) and isinstance(value, str) and impl.length is not None:
+        return len(value) <= impl.length
+    return True
 
 
 @dataclass

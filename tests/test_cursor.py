@@ -241,3 +241,24 @@ def test_keyset_refuses_nullable_columns():
 def test_keyset_accepts_mixed_directions_and_plain_columns():
     keyset = Keyset("mixed", Order.amount.desc(), Order.customer, Order.id.asc())
     assert [c.descending for c in keyset.columns] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        (dt.datetime(2026, 3, 11, 10, 39), 5),  # naive, for a timezone-aware column
+        (VALUES[0], 2**63),  # past BIGINT
+        (VALUES[0], True),  # a bool is not an id
+    ],
+    ids=repr,
+)
+def test_signed_cursor_with_keys_the_columns_cannot_hold_is_invalid(keys):
+    position = codec.decode(make(keys))
+    with pytest.raises(InvalidCursor, match="does not fit"):
+        SORTS["newest"].check(position, direction=AFTER, filters=filters_fingerprint(None))
+    too_big = codec.decode(make([Decimal("1E+10"), 1], sort="amount"))  # NUMERIC(12, 2) holds < 1E+10
+    with pytest.raises(InvalidCursor, match="does not fit"):
+        SORTS["amount"].check(too_big, direction=AFTER, filters=filters_fingerprint(None))
+    long_name = codec.decode(make(["x" * 65, 1], sort="customer"))
+    with pytest.raises(InvalidCursor, match="does not fit"):
+        SORTS["customer"].check(long_name, direction=AFTER, filters=filters_fingerprint(None))

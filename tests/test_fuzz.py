@@ -671,7 +671,6 @@ def test_order_ids_of_any_shape_are_found_or_404(fuzz_app: Flask) -> None:
 # signed with our own key but holding a naive timestamp or a decimal past NUMERIC(12,2) fails
 # while binding (500; a huge id is a 503 on PostgreSQL, a 500 on SQLite, a 200 on MariaDB). Only
 # a holder of SECRET_KEY can make one. Strict: when pagination/keyset.py is fixed, drop the mark.
-@pytest.mark.xfail(strict=True, reason="Keyset.check checks key types, not ranges (pagination/keyset.py)")
 @pytest.mark.parametrize(
     ("sort", "keys"),
     [
