@@ -1,0 +1,209 @@
+"""The database goes down mid-scroll, for real, twice: the reader retries and loses nothing.
+
+A throwaway PostgreSQL cluster of our own (initdb + pg_ctl as the postgres user, on a free
+port) serves the app. Chromium scrolls the list; the cluster is stopped (`pg_ctl stop -m fast`)
+between two fragments; the next fragment fails and the list shows "Couldn't load more" with a
+Retry button, /healthz and /api/orders answer 503 with Retry-After; the cluster starts again
+and Retry continues from the same cursor. The pool recovers on its own (pool_pre_ping): the app
+is never restarted or disposed. At the end of the list every order is on screen exactly once,
+in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import requests
+from playwright.sync_api import Page, expect
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import create_app
+from orders.db import make_engine, migrate
+from orders.models import SORTS, STATUSES, Order
+
+from .conftest import SECRET
+from .databases import unavailable
+from .helpers import BASE, add_orders
+from .live import LiveServer
+
+pytestmark = pytest.mark.browser
+ROWS = "#rows > tr[data-id]"
+ORDERS = 300
+
+
+def _postgres_bin() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists() and (candidate / "pg_ctl").exists():
+            return candidate
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """A PostgreSQL cluster in a temporary directory, run as the postgres user."""
+
+    def __init__(self, bindir: Path, datadir: Path, port: int):
+        self.bindir, self.datadir, self.port = bindir, datadir, port
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = ["runuser", "-u", "postgres", "--", str(self.bindir / tool), *args]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode != 0:
+            log = self.datadir / "server.log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{tool} {args} failed: {result.stdout}{result.stderr}{tail}")
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.datadir / "data"), "-U", "postgres", "-A", "trust",
+                  "-E", "UTF8", "--no-locale", "--no-sync")  # fmt: skip
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
+        self._run("pg_ctl", "-D", str(self.datadir / "data"), "-l", str(self.datadir / "server.log"),
+                  "-o", options, "-w", "-t", "30", "start")  # fmt: skip
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.datadir / "data"), "-m", "fast", "-w", "-t", "30", "stop")
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    bindir = _postgres_bin()
+    if bindir is None:
+        unavailable(
+            "PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)"
+        )
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        unavailable(
+            "a throwaway PostgreSQL cluster", "initdb and pg_ctl run as postgres through runuser: needs root"
+        )
+    datadir = Path(tempfile.mkdtemp(prefix="outage-pg-"))
+    shutil.chown(datadir, "postgres", "postgres")
+    cluster = Cluster(bindir, datadir, _free_port())
+    try:
+        cluster.init()
+        cluster.start()
+        yield cluster
+    finally:
+        with contextlib.suppress(RuntimeError):  # already stopped
+            cluster.stop()
+        shutil.rmtree(datadir, ignore_errors=True)
+
+
+def screen_ids(page: Page) -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")]
+
+
+def scroll_until(page: Page, done, max_steps: int = 400) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(max_steps):
+        if done():
+            return
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(40)
+    raise AssertionError("scrolling never got there")
+
+
+def settle(page: Page) -> None:
+    """Wait until no fragment is loading and the rows stop changing.
+
+    (wait_for_load_state("networkidle") cannot do this: it resolves at once once the page
+    has been idle a first time.)
+    """
+    for _ in range(100):
+        before = page.locator(ROWS).count()
+        page.wait_for_timeout(300)
+        if page.locator(ROWS).count() == before and page.locator(".htmx-request").count() == 0:
+            return
+    raise AssertionError("the list never settled")
+
+
+def assert_unavailable(base_url: str) -> None:
+    health = requests.get(f"{base_url}/healthz", timeout=10)
+    assert health.status_code == 503 and int(health.headers["Retry-After"]) > 0
+    api = requests.get(f"{base_url}/api/orders", timeout=10)
+    assert api.status_code == 503 and int(api.headers["Retry-After"]) > 0
+    assert api.json()["error"]["code"] == "unavailable"
+
+
+def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(cluster: Cluster, page: Page):
+    engine = make_engine(cluster.url)
+    migrate(engine)
+    add_orders(
+        engine,
+        [
+            (
+                BASE - dt.timedelta(minutes=i // 3),
+                f"Customer {i % 13}",
+                Decimal(i) + Decimal("0.5"),
+                STATUSES[i % 4],
+            )
+            for i in range(ORDERS)
+        ],
+    )
+    with Session(engine) as session:
+        expected = list(session.scalars(select(Order.id).order_by(*SORTS["newest"].order_by())))
+    engine.dispose()
+
+    app = create_app({"TESTING": True, "DATABASE_URL": cluster.url, "SECRET_KEY": SECRET, "AUTO_PAGES": 1000})
+    try:
+        run_the_scroll(app, cluster, page, expected)
+    finally:
+        app.extensions["engine"].dispose()
+
+
+def run_the_scroll(app, cluster: Cluster, page: Page, expected: list[int]) -> None:  # type: ignore[no-untyped-def]
+    with LiveServer(app) as server:
+        page.goto(f"{server.url}/orders")
+        settle(page)  # the first page prefetches the next one
+        retry = page.get_by_role("button", name="Retry")
+        outages = 0
+        for rows_before_outage in (60, 160):
+            # Scroll until a few fragments have loaded, and let the last request finish.
+            scroll_until(page, lambda n=rows_before_outage: page.locator(ROWS).count() >= n)
+            settle(page)
+            shown = screen_ids(page)
+
+            cluster.stop()
+            outages += 1
+            scroll_until(page, lambda: retry.count() > 0)
+            expect(page.locator("#more")).to_contain_text("Couldn't load more")
+            expect(retry).to_be_visible()
+            assert screen_ids(page) == shown, "a failed fragment changed the rows on screen"
+            assert_unavailable(server.url)
+
+            cluster.start()
+            assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+            retry.click()
+            # The same cursor: the next rows follow the last row shown before the outage (and
+            # the fresh sentinel may already be fetching more).
+            expect(page.locator(ROWS).nth(len(shown) + 19)).to_be_attached()
+            ids = screen_ids(page)
+            assert ids == expected[: len(ids)]
+
+        scroll_until(page, lambda: page.locator("#end-of-list").count() > 0)
+        ids = screen_ids(page)
+    assert outages == 2
+    assert len(ids) == len(set(ids)), "an order appears twice"
+    assert set(expected) - set(ids) == set(), "orders are missing"
+    assert ids == expected, "orders are out of order"
+    assert app.extensions["engine"].pool.checkedout() == 0
