@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
@@ -67,6 +67,16 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
     return page, err.status, headers
 
 
+def database_unavailable(err: Exception) -> bool:
+    """Could the same request succeed later? Yes for a database that is down, unreachable,
+    out of connections, timed out (PostgreSQL's statement timeout, MariaDB's
+    ER_STATEMENT_TIMEOUT 1969), deadlocked, or not migrated yet. No for a value the database
+    refuses (DataError: PostgreSQL refuses NUL in text; IntegrityError): that fails the same
+    way every time, so it is a bug on our side, not a reason to retry.
+    """
+    return not isinstance(err, DataError | IntegrityError)
+
+
 def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError):  # type: ignore[no-untyped-def]
@@ -85,10 +95,11 @@ def init_app(app: Flask) -> None:
     def _invalid_parameter(err: ValueError):  # type: ignore[no-untyped-def]
         return error_response(ApiError(400, "invalid_parameter", str(err)))
 
-    @app.errorhandler(OperationalError)
     @app.errorhandler(DBAPIError)
     @app.errorhandler(PoolTimeout)
-    def _database_unavailable(err: Exception):  # type: ignore[no-untyped-def]
+    def _database_error(err: Exception):  # type: ignore[no-untyped-def]
+        if not database_unavailable(err):
+            return _unexpected(err)  # bad data or SQL: a bug, and retrying cannot help
         # Never show SQL or a stack trace: log it, tell the client to come back.
         log.warning("database unavailable: %s", str(err).splitlines()[0][:300])
         return error_response(

@@ -29,7 +29,7 @@ from decimal import Decimal
 import pytest
 import requests
 from flask import Flask
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from app import create_app
 from orders.db import make_engine, migrate
@@ -219,5 +219,49 @@ def test_a_burst_of_blocked_requests_does_not_pile_up(db: tuple[str, str]) -> No
         total = time.perf_counter() - started
     assert [status for status, _ in answers] == [503] * 12
     assert total < 2 * FAST_ENOUGH, f"12 blocked requests took {total:.2f} s in all"
+    assert app.extensions["engine"].pool.checkedout() == 0
+    app.extensions["engine"].dispose()
+
+
+# Real database errors, raised by real statements on each engine, and what the client is told:
+# 503 (retry later) for a database that cannot answer now, a 500 for a value the database
+# refuses, which fails the same way every time (a 503 would have the client retry it forever).
+TOO_LONG = (
+    "INSERT INTO orders (customer, amount, status, created_at) VALUES (REPEAT('x', 65), 1, 'paid', NOW())"
+)
+ERROR_CASES = {
+    "postgresql": [
+        ("SELECT pg_sleep(1)", 503),  # statement_timeout: QueryCanceled
+        ("SELECT 1 / 0", 500),  # DataError
+        (TOO_LONG, 500),  # DataError: value too long for varchar(64)
+        ("SELECT * FROM no_such_table", 503),  # ProgrammingError: e.g. not migrated yet
+    ],
+    "mysql": [
+        ("SELECT SLEEP(1)", 503),  # max_statement_time: ER_STATEMENT_TIMEOUT 1969
+        ("SELECT * FROM orders WHERE SLEEP(1) = 0", 503),  # the same, while reading the table
+        (TOO_LONG, 500),  # DataError 1406 (strict mode)
+        ("SELECT * FROM no_such_table", 503),  # ProgrammingError 1146
+    ],
+}
+
+
+def test_database_errors_map_to_503_only_when_retrying_can_help(db: tuple[str, str]) -> None:
+    kind, url = db
+    app = make_app(url)
+
+    @app.get("/api/test-only/sql/<int:n>")
+    def run_sql(n: int):  # type: ignore[no-untyped-def]
+        from orders.db import get_session
+
+        get_session().execute(text(ERROR_CASES[kind][n][0]))
+        return "ran"
+
+    client = app.test_client()
+    for n, (sql, expected) in enumerate(ERROR_CASES[kind]):
+        response, elapsed = timed_get(client, f"/api/test-only/sql/{n}")
+        assert response.status_code == expected, (sql, response.status_code)
+        assert response.json["error"]["code"] == ("unavailable" if expected == 503 else "internal_error")
+        assert ("Retry-After" in response.headers) == (expected == 503)
+        assert elapsed < FAST_ENOUGH, (sql, elapsed)
     assert app.extensions["engine"].pool.checkedout() == 0
     app.extensions["engine"].dispose()
