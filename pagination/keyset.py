@@ -158,8 +158,9 @@ def _fits(type_: Any, value: Any) -> bool:
     if isinstance(impl, Numeric) and isinstance(value, Decimal) and impl.precision is not None:
         whole_digits = impl.precision - (impl.scale or 0)
         return value.is_finite() and abs(value) < Decimal(10) ** whole_digits
-    if isinstance(impl, String) and isinstance(value, str) and impl.length is not None:
-        return len(value) <= impl.length
+    if isinstance(impl, String) and isinstance(value, str):
+        # No engine keeps NUL in text (PostgreSQL refuses it outright), so no row has one.
+        return "\x00" not in value and (impl.length is None or len(value) <= impl.length)
     return True
 
 
