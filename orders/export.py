@@ -56,14 +56,16 @@ def csv_chunks(batches: Iterable[Batch], *, header: bool = True) -> Iterator[str
 def snapshot(session: Session) -> Iterator[Session]:
     """Run the session's reads in one REPEATABLE READ transaction: a consistent export.
 
-    PostgreSQL and MariaDB/InnoDB give a snapshot taken at the first read; SQLite's single
-    read transaction (WAL) already sees one snapshot until it ends.
+    PostgreSQL and MariaDB/InnoDB take the snapshot at the transaction's first read, which is
+    the export's first batch. SQLite needs an explicit BEGIN: Python's sqlite3 driver opens a
+    transaction only before a write, so without it every batch would read the newest data;
+    with it, the read transaction (WAL) keeps the snapshot of its first read until it ends.
     """
     dialect = session.get_bind().dialect.name
     if dialect != "sqlite":
         session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     else:
-        session.connection()
+        session.connection().exec_driver_sql("BEGIN")
     try:
         yield session
     finally:
