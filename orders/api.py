@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request, url_for
-from sqlalchemy import text
+from sqlalchemy import delete, text
 
 from .db import get_session
 from .errors import ApiError
@@ -31,10 +31,14 @@ def _encodable(text: str) -> bool:
     return True
 
 
+def not_found(order_id: int) -> ApiError:
+    return ApiError(404, "not_found", f"no order with id {order_id}")
+
+
 def get_order_or_404(order_id: int) -> Order:
     order = get_session().get(Order, order_id) if 1 <= order_id <= MAX_ID else None
     if order is None:
-        raise ApiError(404, "not_found", f"no order with id {order_id}")
+        raise not_found(order_id)
     return order
 
 
@@ -140,9 +144,16 @@ def create_order():  # type: ignore[no-untyped-def]
 
 @bp.delete("/api/orders/<int:order_id>")
 def delete_order(order_id: int):  # type: ignore[no-untyped-def]
+    # One DELETE statement, not a read and then a delete: of two concurrent DELETEs for the
+    # same order exactly one removes it (204) and the other finds nothing (404). Read first,
+    # both found the order and both answered 204.
     session = get_session()
-    session.delete(get_order_or_404(order_id))
-    session.commit()
+    deleted = 0
+    if 1 <= order_id <= MAX_ID:
+        deleted = session.execute(delete(Order).where(Order.id == order_id)).rowcount
+        session.commit()
+    if not deleted:
+        raise not_found(order_id)
     return "", 204
 
 
