@@ -99,7 +99,7 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(PoolTimeout)
     def _database_error(err: Exception):  # type: ignore[no-untyped-def]
         if not database_unavailable(err):
-            return _unexpected(err)  # bad data or SQL: a bug, and retrying cannot help
+            return _unexpected(err)  # a value the database refuses: a bug, retrying cannot help
         # Never show SQL or a stack trace: log it, tell the client to come back.
         log.warning("database unavailable: %s", str(err).splitlines()[0][:300])
         return error_response(
