@@ -48,5 +48,10 @@ bench-quick: $(VENV)/.dev
 	scripts/ensure-databases
 	$(BIN)/python -m bench.run --quick
 
+## soak: a minute of writers and readers against the app under gunicorn on PostgreSQL
+soak: $(VENV)/.dev
+	scripts/ensure-databases
+	$(BIN)/python -m soak.run --seconds $${SECONDS_TO_SOAK:-60}
+
 clean:
 	rm -rf $(VENV) instance .pytest_cache .hypothesis
