@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
@@ -26,6 +26,7 @@ NEWEST = SORTS["newest"]
 # The app's list with no status filter: ListRequest.filters is {"status": None}.
 FILTERS: dict[str, Any] = {"status": None}
 SECRET = "bench-secret-key-long-enough-for-production-use-0123456789"
+K = TypeVar("K")
 
 
 def ordered() -> Any:
@@ -92,18 +93,20 @@ class SqlCapture:
 
 
 def interleaved(
-    methods: dict[str, Callable[[], Any]],
+    methods: dict[K, Callable[[], Any]],
     *,
     rounds: int,
     budget_s: float,
     min_rounds: int = 3,
     before_each: Callable[[], Any] | None = None,
-) -> dict[str, list[float]]:
+) -> dict[K, list[float]]:
     """Time each method once per round, in a shuffled order, and return milliseconds per method.
 
     Interleaving spreads slow drifts (cache warm-up, a neighbour's burst of CPU) over all
-    methods alike. Every timed call directly follows an untimed call of the same method: a
-    query right after another method's slow one runs measurably slower (measured on MariaDB:
+    methods alike; the levels pass every (depth, method) pair at once, so that a burst of
+    other work cannot make one depth look slower than another either.
+    Every timed call directly follows an untimed call of the same method: a query right
+    after another method's slow one runs measurably slower (measured on MariaDB:
     0.45 ms alone, 0.82 ms right after the 90 ms OFFSET filesort, 0.50 ms on the second call),
     and without the warm call the fast methods would be charged for the slow ones' wake.
     The order is shuffled, not rotated, so no method always runs behind the same neighbour.
@@ -112,7 +115,7 @@ def interleaved(
     `before_each` runs untimed before every call (e.g. a fresh session).
     """
     names = list(methods)
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[K, list[float]] = {name: [] for name in names}
     rng = random.Random(4)  # seeded: the same orders in every run
     started = time.perf_counter()
     for r in range(rounds):

@@ -5,8 +5,9 @@ For every depth, the three methods are run once through SQLAlchemy while a
 
 - ``offset``: ``select(Order).order_by(...).offset(n).limit(20)``;
 - ``keyset``: the page query ``paginate()`` sends (built by ``keyset_select``, LIMIT 21: the
-  extra row tells whether a next page exists), and ``keyset_probe``, the one-row query
-  ``paginate()`` adds on a page reached by a cursor to learn whether a previous page exists;
+  extra row tells whether a next page exists; on a cursor page it also carries the probe for a
+  previous page as a scalar subquery), and ``keyset_probe``, a second statement, if
+  ``paginate()`` sends one (it did before commit c190ad4 folded the probe into the page query);
 - ``sqlakeyset``: what ``sqlakeyset.select_page(..., after=<keys of row n-1>)`` sends.
 
 They must return the same rows. Each statement is then re-run on a raw DBAPI connection (no ORM,
@@ -161,6 +162,8 @@ def _pg_plan(doc: dict[str, Any]) -> dict[str, Any]:
     shape = []
     for node in nodes:
         name = node["Node Type"]
+        if node.get("Parent Relationship") in ("InitPlan", "SubPlan"):
+            name = f"[{node['Parent Relationship']}] {name}"
         if "Index Name" in node:
             name += f" using {node['Index Name']}"
         if "Index Cond" in node:
@@ -219,65 +222,84 @@ def _mariadb_plan(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _server_times(
-    runner: RawRunner, captured: dict[str, Captured], *, rounds: int, budget_s: float
-) -> dict[str, list[float]]:
+    runner: RawRunner, captured: dict[tuple[int, str], Captured], *, rounds: int, budget_s: float
+) -> dict[tuple[int, str], list[float]]:
     """Server-side execution times (ms), interleaved like the client timings; none on SQLite."""
-    server: dict[str, list[float]] = {name: [] for name in captured}
+    server: dict[tuple[int, str], list[float]] = {key: [] for key in captured}
     if runner.kind == "sqlite":
         return server
 
-    def timer(name: str, c: Captured) -> Any:
-        return lambda: server[name].append(runner.server_ms(c))
+    def timer(key: tuple[int, str], c: Captured) -> Any:
+        return lambda: server[key].append(runner.server_ms(c))
 
     interleaved({name: timer(name, c) for name, c in captured.items()}, rounds=rounds, budget_s=budget_s)
     return server
 
 
 def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec) -> list[dict[str, Any]]:
-    """One result row per (depth, method): client and server medians, rows read, plan, SQL."""
+    """One result row per (depth, method): client and server medians, rows read, plan, SQL.
+
+    All depths and methods are timed in the same interleaved rounds (`budget_s` per depth).
+    """
     engine = make_engine(target.url)
     runner = RawRunner(engine)
     results: list[dict[str, Any]] = []
     try:
+        captured: dict[tuple[int, str], Captured] = {}
+        plans: dict[tuple[int, str], dict[str, Any]] = {}
+        checks: dict[int, dict[str, Any]] = {}
         for depth in target.depths:
-            captured, check = capture_methods(engine, depth, codec)
-            if not check["same_rows"]:
+            by_method, checks[depth] = capture_methods(engine, depth, codec)
+            if not checks[depth]["same_rows"]:
                 log(f"  WARNING {target.label} depth {depth}: the methods returned different rows")
-            plans = {name: runner.plan(c) for name, c in captured.items()}  # also warms the cache
+            for name, c in by_method.items():
+                captured[depth, name] = c
+                plans[depth, name] = runner.plan(c)  # also warms the cache
             runner.end_transaction()
-            client = interleaved(
-                {name: (lambda c=c: runner.fetch(c)) for name, c in captured.items()},
-                rounds=rounds,
-                budget_s=budget_s,
-            )
-            server = _server_times(runner, captured, rounds=rounds, budget_s=budget_s)
-            runner.end_transaction()
+        budget = budget_s * len(target.depths)
+        client = interleaved(
+            {key: (lambda c=c: runner.fetch(c)) for key, c in captured.items()},
+            rounds=rounds,
+            budget_s=budget,
+        )
+        server = _server_times(runner, captured, rounds=rounds, budget_s=budget)
+        runner.end_transaction()
+        for depth in target.depths:
             for name in METHODS:
-                if name not in captured:
+                if (depth, name) not in captured:
                     continue
+                key = (depth, name)
                 results.append(
                     {
                         "engine": target.label,
                         "rows": target.rows,
                         "depth": depth,
                         "method": name,
-                        "client_ms": summary(client[name]),
-                        "server_ms": summary(server[name]),
-                        **{k: v for k, v in plans[name].items() if k != "server_ms"},
-                        "sql": captured[name].statement,
-                        "parameters": repr(captured[name].parameters),
-                        **check,
+                        "client_ms": summary(client[key]),
+                        "server_ms": summary(server[key]),
+                        **{k: v for k, v in plans[key].items() if k != "server_ms"},
+                        "sql": captured[key].statement,
+                        "parameters": repr(captured[key].parameters),
+                        **checks[depth],
                     }
                 )
-            cells = "  ".join(
-                f"{name} {summary(client[name])['median']:.3f} ms"
-                + (f"/{plans[name]['rows_read']:,} rows" if plans[name].get("rows_read") is not None else "")
-                + (f"/{plans[name]['vm_steps']:,} steps" if plans[name].get("vm_steps") is not None else "")
-                for name in METHODS
-                if name in captured
-            )
-            log(f"  db {target.label:>14} depth {depth:>9,}: {cells}")
+            log(f"  db {target.label:>14} depth {depth:>9,}: " + _cells(depth, client, plans))
     finally:
         runner.close()
         engine.dispose()
     return results
+
+
+def _cells(depth: int, client: dict[tuple[int, str], list[float]], plans: dict[tuple[int, str], Any]) -> str:
+    cells = []
+    for name in METHODS:
+        if (depth, name) not in client:
+            continue
+        plan = plans[depth, name]
+        cell = f"{name} {summary(client[depth, name])['median']:.3f} ms"
+        if plan.get("rows_read") is not None:
+            cell += f"/{plan['rows_read']:,} rows"
+        if plan.get("vm_steps") is not None:
+            cell += f"/{plan['vm_steps']:,} steps"
+        cells.append(cell)
+    return "  ".join(cells)

@@ -5,8 +5,8 @@ and peak memory. The peak is "Maximum resident set size" from ``/usr/bin/time`` 
 rusage, so no polling can miss a short peak). Not ``os.wait4`` from this process: a forked
 child starts with its parent's high-water mark, and this process is over 100 MB by then.
 Without /usr/bin/time, psutil polls the child every 10 ms instead.
-Comparing a 300k export with a 30k one shows whether memory stays flat (batches of 1,000
-rows) or grows with the table. The marginal rate between the two sizes removes start-up time.
+Comparing a 300k export with a 30k one shows whether memory stays flat (one keyset batch
+at a time) or grows with the table. The marginal rate between the two sizes removes start-up time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from orders.export import EXPORT_BATCH_SIZE
 
 from .common import SECRET, log
 
@@ -75,6 +77,7 @@ def run_export(url: str, rows: int, tmp_dir: Path, label: str) -> dict[str, Any]
             "max_rss_mb": max_rss_mb,
             "cpu_seconds": cpu_seconds,
             "memory_source": "/usr/bin/time %M" if timed else "psutil polling every 10 ms",
+            "batch_size": EXPORT_BATCH_SIZE,  # the command's default, which it runs with here
             "file_mb": output.stat().st_size / 1e6,
         }
         rate = result["rows_per_second"]

@@ -3,13 +3,15 @@
 All three go through the same ORM session and return Order objects, so this adds what the
 database level leaves out: statement construction and compilation, parameter processing, row
 loading into objects, and (for ``paginate()``) the previous-page probe and cursor signing.
-Methods alternate within every round. Before each timed call the session is closed and a
-connection checked out again, untimed: every call starts like a request, with an empty identity
-map, but without the pool's pre-ping in the measurement.
+Methods and depths alternate within every round (all depths in the same rounds). Before each
+timed call the session is closed and a connection checked out again, untimed: every call
+starts like a request, with an empty identity map, but without the pool's pre-ping in the
+measurement.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlakeyset
@@ -37,55 +39,67 @@ METHODS = ("paginate", "sqlakeyset", "offset")
 
 
 def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec) -> list[dict[str, Any]]:
+    """One result row per (depth, method); all of them timed in the same interleaved rounds."""
     engine = make_engine(target.url)
     results: list[dict[str, Any]] = []
     try:
         with Session(engine) as session:
+
+            def fresh() -> None:
+                session.close()
+                session.connection()
+
+            calls: dict[tuple[int, str], Callable[[], list[int]]] = {}
+            same: dict[int, bool] = {}
             for depth in target.depths:
-                keys = keys_before(session, depth)
-                cursor = cursor_for(codec, keys)
-                stmt = select(Order)
-                offset_stmt = ordered().offset(depth).limit(LIMIT)
-
-                def ours(stmt: Any = stmt, cursor: str | None = cursor) -> list[int]:
-                    page = paginate(
-                        session, stmt, NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS
-                    )
-                    return [o.id for o in page.items]
-
-                def theirs(keys: Any = keys) -> list[int]:
-                    page = sqlakeyset.select_page(session, ordered(), per_page=LIMIT, after=keys)
-                    return [row[0].id for row in page]
-
-                def offset(offset_stmt: Any = offset_stmt) -> list[int]:
-                    return [o.id for o in session.scalars(offset_stmt)]
-
-                def fresh() -> None:
-                    session.close()
-                    session.connection()
-
+                for name, call in _methods(session, codec, depth).items():
+                    calls[depth, name] = call
                 fresh()
-                same = ours() == theirs() == offset()
-                samples = interleaved(
-                    {"paginate": ours, "sqlakeyset": theirs, "offset": offset},
-                    rounds=rounds,
-                    budget_s=budget_s,
-                    before_each=fresh,
+                same[depth] = (
+                    calls[depth, "paginate"]() == calls[depth, "sqlakeyset"]() == calls[depth, "offset"]()
                 )
-                for name in METHODS:
-                    results.append(
-                        {
-                            "engine": target.label,
-                            "rows": target.rows,
-                            "depth": depth,
-                            "method": name,
-                            "ms": summary(samples[name]),
-                            "same_rows": same,
-                        }
-                    )
-                cells = "  ".join(f"{name} {summary(samples[name])['median']:.3f} ms" for name in METHODS)
-                log(f"  py {target.label:>14} depth {depth:>9,}: {cells}" + ("" if same else "  ROWS DIFFER"))
+            samples = interleaved(
+                calls, rounds=rounds, budget_s=budget_s * len(target.depths), before_each=fresh
+            )
             session.close()
+        for depth in target.depths:
+            for name in METHODS:
+                results.append(
+                    {
+                        "engine": target.label,
+                        "rows": target.rows,
+                        "depth": depth,
+                        "method": name,
+                        "ms": summary(samples[depth, name]),
+                        "same_rows": same[depth],
+                    }
+                )
+            cells = "  ".join(f"{name} {summary(samples[depth, name])['median']:.3f} ms" for name in METHODS)
+            log(
+                f"  py {target.label:>14} depth {depth:>9,}: {cells}"
+                + ("" if same[depth] else "  ROWS DIFFER")
+            )
     finally:
         engine.dispose()
     return results
+
+
+def _methods(session: Session, codec: CursorCodec, depth: int) -> dict[str, Callable[[], list[int]]]:
+    """The three ways to read the page at `depth`, each returning the ids it got."""
+    keys = keys_before(session, depth)
+    cursor = cursor_for(codec, keys)
+    stmt = select(Order)
+    offset_stmt = ordered().offset(depth).limit(LIMIT)
+
+    def ours() -> list[int]:
+        page = paginate(session, stmt, NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS)
+        return [o.id for o in page.items]
+
+    def theirs() -> list[int]:
+        page = sqlakeyset.select_page(session, ordered(), per_page=LIMIT, after=keys)
+        return [row[0].id for row in page]
+
+    def offset() -> list[int]:
+        return [o.id for o in session.scalars(offset_stmt)]
+
+    return {"paginate": ours, "sqlakeyset": theirs, "offset": offset}

@@ -66,6 +66,15 @@ def _depths(rows: list[dict[str, Any]], engine: str) -> list[int]:
     return sorted({r["depth"] for r in rows if r["engine"] == engine})
 
 
+def _short(depth: int) -> str:
+    """0, 100, 1k, 25k, 2.5M: tick labels."""
+    if depth >= 1_000_000:
+        return f"{depth / 1_000_000:g}M"
+    if depth >= 1000:
+        return f"{depth / 1000:g}k"
+    return str(depth)
+
+
 def _kind(label: str) -> str:
     return label.split("-")[0]
 
@@ -115,6 +124,17 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         if k0 and kd:
             ratio, text = _db_ratio(kd, k0)
             add(f"DB: keyset at {deep:,} ≤ 1.5x depth 0 ({name})", ratio is not None and ratio <= 1.5, text)
+        # Depth 0 is the first page: no seek predicate and no probe, a smaller statement than
+        # every cursor page. The first cursor page shows whether cost grows with depth.
+        k1 = db.get((engine, depths[1], "keyset")) if len(depths) > 2 else None
+        if k1 and kd:
+            ratio, text = _db_ratio(kd, k1)
+            add(
+                f"DB: keyset at {deep:,} vs {depths[1]:,}, both cursor pages ({name})",
+                ratio is not None and ratio <= 1.5,
+                text,
+                kind="check",
+            )
         if _kind(engine) in ("postgresql", "mysql"):
             off = db.get((engine, deep, "offset"))
             if off and kd:
@@ -131,11 +151,15 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                 if (engine, d, "keyset_probe") in db
             ]
             if reads:
+                probe = (
+                    f"the separate previous-page probe reads max {max(probes)}"
+                    if probes
+                    else "includes the previous-page probe (a scalar subquery in the same statement)"
+                )
                 add(
                     f"DB: our page query reads ≤ limit + 2 = {LIMIT + 2} rows at every depth ({name})",
                     max(reads) <= LIMIT + 2,
-                    f"max {max(reads)} rows (LIMIT {LIMIT + 1}); the previous-page probe reads "
-                    f"max {max(probes) if probes else '–'}",
+                    f"max {max(reads)} rows (LIMIT {LIMIT + 1}); {probe}",
                 )
         elif k0 and kd:
             steps0, steps = k0.get("vm_steps"), kd.get("vm_steps")
@@ -277,7 +301,10 @@ def _machine(results: dict[str, Any]) -> str:
     skipped = [
         f"{label}: {info['skipped']}" for label, info in results["engines"].items() if "skipped" in info
     ]
+    code = results.get("code", {})
     lines = [
+        f"- Code measured: commit {code.get('commit', '?')}"
+        + (" with uncommitted changes to the app code" if code.get("app_code_dirty") else ""),
         f"- Machine: `nproc` = {m['nproc']}, {m['cpu']}, {m['memory_gb']} GB RAM, {m['platform']}",
         f"- Engines: {versions}",
         f"- Python {m['python']}; {packages}; load generator: {m.get('wrk') or 'none'}",
@@ -328,8 +355,9 @@ def _db_md(results: dict[str, Any]) -> str:
         "Median of interleaved runs of the captured statement on a raw DBAPI connection: client round trip "
         "in ms, server-side execution time in parentheses (PostgreSQL `Execution Time`, MariaDB "
         "`r_total_time_ms`); rows read from the plan (SQLite: VM instructions, it has no row counter). "
-        "`keyset` is the page query of `paginate()` (LIMIT 21), `probe` the one-row previous-page check it "
-        "adds on cursor pages."
+        "`keyset` is the page query of `paginate()` (LIMIT 21; on cursor pages it also carries the "
+        "previous-page probe as a scalar subquery); `probe` is a separate probe statement, when "
+        "`paginate()` sends one (versions before c190ad4 did)."
     ]
     for engine in _engines(results["db_level"]):
         depths = _depths(results["db_level"], engine)
@@ -344,9 +372,16 @@ def _db_md(results: dict[str, Any]) -> str:
             t = _ms(r["client_ms"]["median"]) + (f" ({_ms(server)})" if server is not None else "")
             return t, _num(r["vm_steps"] if sqlite else r["rows_read"])
 
+        # The probe columns only when paginate() sent a separate probe statement.
+        probed = any((engine, d, "keyset_probe") in db for d in depths)
+        methods = (
+            ("offset", "keyset", "keyset_probe", "sqlakeyset")
+            if probed
+            else ("offset", "keyset", "sqlakeyset")
+        )
         rows = []
         for depth in depths:
-            cells = [c for m in ("offset", "keyset", "keyset_probe", "sqlakeyset") for c in cell(depth, m)]
+            cells = [c for m in methods for c in cell(depth, m)]
             off, key = db.get((engine, depth, "offset")), db.get((engine, depth, "keyset"))
             ratio = _ratio(off["client_ms"]["median"], key["client_ms"]["median"]) if off and key else None
             same = all(
@@ -354,19 +389,9 @@ def _db_md(results: dict[str, Any]) -> str:
             )
             rows.append([f"{depth:,}", *cells, _x(ratio), "yes" if same else "**NO**"])
         rows_n = results["engines"].get(engine, {}).get("rows")
-        header = [
-            "depth",
-            "OFFSET ms",
-            f"OFFSET {unit}",
-            "keyset ms",
-            f"keyset {unit}",
-            "probe ms",
-            f"probe {unit}",
-            "sqlakeyset ms",
-            f"sqlakeyset {unit}",
-            "OFFSET / keyset",
-            "same rows",
-        ]
+        titles = {"offset": "OFFSET", "keyset": "keyset", "keyset_probe": "probe", "sqlakeyset": "sqlakeyset"}
+        header = ["depth", *(f"{titles[m]} {what}" for m in methods for what in ("ms", unit))]
+        header += ["OFFSET / keyset", "same rows"]
         parts.append(f"### {_engine_name(engine)} ({_num(rows_n)} rows)\n\n" + _table(header, rows))
         deep = depths[-1]
         plans = []
@@ -449,27 +474,45 @@ def _http_md(results: dict[str, Any]) -> str:
             _ms(p["p50_ms"]),
             _ms(p["p95_ms"]),
             _ms(p["p99_ms"]),
+            f"{p['rps_all_passes']:,.0f} / {_ms(p['p50_ms_median_of_passes'])}",
             f"{p['requests']:,}",
             p["errors"] + p["non_2xx_3xx"],
             f"{p['rps'] / floor['rps']:.0%}",
         ]
         for p in points
     ]
-    table = _table(
-        ["endpoint", "req/s", "p50 ms", "p95 ms", "p99 ms", "requests", "errors", "of floor req/s"], rows
-    )
+    header = ["endpoint", "req/s", "p50 ms", "p95 ms", "p99 ms", "all passes: req/s / median p50"]
+    table = _table([*header, "requests", "errors", "of floor req/s"], rows)
     return (
         f"gunicorn, {http['workers']} sync workers, on the {http['rows']:,}-row PostgreSQL database; "
         f"{http['load_generator']} with {http['connections']} connections, "
         f"{http['seconds_per_endpoint']:g} s per endpoint after a warm-up, in {http.get('passes', 1)} "
-        "interleaved passes over the four endpoints (req/s over all passes, latency percentiles the "
-        "median of the passes'). The deep fragment was checked to start at the right row: "
+        "interleaved passes over the four endpoints. Each endpoint's figures come from its best pass "
+        "(highest req/s: other work on the machine only slows a pass down); all passes are in "
+        "results.json. The deep fragment was checked to start at the right row: "
         f"{'yes' if http['deep_fragment_verified'] else '**NO**'}.\n\n{table}\n\n"
         f"The floor is **{floor['name']}**, the faster of the two trivial routes: "
         "`/static/app.css` is Flask's static-file view with no database work (the framework's own floor); "
         "`/healthz` adds a pool checkout with pre-ping and a `SELECT 1` (the floor of any request that "
         "touches the database). The load generator shares the 2 cores with gunicorn and PostgreSQL."
+        + _busy(http)
     )
+
+
+def _busy(http: dict[str, Any]) -> str:
+    before, after = http.get("cpu_busy_percent_before"), http.get("cpu_busy_percent_after")
+    if before is None:
+        return ""
+    rounds = [p.get("cpu_busy_before") for p in http["endpoints"][0]["passes"]]
+    busy_rounds = sum(1 for b in rounds if b is not None and b >= 10)
+    text = (
+        f"\n\nOther work on the machine (CPU busy while the server idled): {before:.0f}% before the load, "
+        f"{after:.0f}% after; {busy_rounds} of {len(rounds)} rounds of passes started busy (each round "
+        "first waits up to 15 s for quiet)"
+    )
+    if max(before, after) > 15 or busy_rounds > len(rounds) // 2:
+        return text + " — **the machine was not quiet: these HTTP numbers are pessimistic.**"
+    return text + "."
 
 
 def _profile_md(results: dict[str, Any]) -> str:
@@ -511,7 +554,7 @@ def _profile_md(results: dict[str, Any]) -> str:
         + "\n\nSelf time by area; frames outside these packages count for their caller's area; ms = share x "
         "the unprofiled time per request:\n\n"
         + _table(["area", "share (deep)", "ms deep", "ms depth 0", "extra at depth"], rows)
-        + f"\n\nTop functions by self time ({deep['name']}):\n\n```\n"
+        + f"\n\nTop functions by self time, ms per request ({deep['name']}):\n\n```\n"
         + deep["flat_top"]
         + "\n```\n\n<details><summary>Call tree (top)</summary>\n\n```\n"
         + deep["tree_top"]
@@ -541,6 +584,7 @@ def _export_md(results: dict[str, Any]) -> str:
             ]
         )
     source = exports[0].get("memory_source", "/usr/bin/time %M")
+    batch = f"{exports[0]['batch_size']:,}" if "batch_size" in exports[0] else "the default"
     header = [
         "database",
         "rows",
@@ -553,7 +597,7 @@ def _export_md(results: dict[str, Any]) -> str:
         "CPU s",
     ]
     return (
-        "`flask --app app export --output <file>` in a child process (batch size 1,000), wall clock "
+        f"`flask --app app export --output <file>` in a child process (batch size {batch}), wall clock "
         f"including Python start-up; peak RSS: {source} (Maximum resident set size); rows/s without "
         "start-up is the difference to the smallest export of the same "
         "engine.\n\n" + _table(header, rows)
@@ -564,9 +608,11 @@ NOTES = """\
 - Database-level targets use the server-side median where the engine measures it (PostgreSQL
   `Execution Time` with TIMING OFF, MariaDB `r_total_time_ms`); both exclude planning, which the
   plan lines quote. SQLite runs in-process, so its time is the call itself.
-- Every timed call directly follows an untimed call of the same method, in a shuffled order per
-  round. Without that, a fast query timed right after a slow one (the 90 ms MariaDB OFFSET
-  filesort) ran 0.3-0.4 ms slower, which charged the fast methods for the slow ones.
+- All depths and methods of a table are timed in the same rounds, in a shuffled order, so that
+  a burst of other work on the machine lands on all of them alike. Every timed call directly
+  follows an untimed call of the same method: a fast query timed right after a slow one (the
+  90 ms MariaDB OFFSET filesort) ran 0.3-0.4 ms slower, which charged the fast methods for the
+  slow ones.
 - The raw DBAPI connection keeps psycopg's default automatic prepared statements (after 5
   executions), as the app's engine does.
 - PostgreSQL tables get `VACUUM (ANALYZE)` after seeding (statistics, visibility map, hint bits;
@@ -632,6 +678,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     from matplotlib.lines import Line2D
 
     fig, axes = plt.subplots(1, 2, figsize=(14, 6), sharey=False)
@@ -641,14 +688,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
             results["db_level"],
             ("offset", "keyset", "sqlakeyset"),
             "client_ms",
-            "Database: next 20 rows, round trip",
+            "Database: the next 20 rows, client round trip (raw DBAPI)",
         ),
         (
             axes[1],
             results["py_level"],
             ("offset", "paginate", "sqlakeyset"),
             "ms",
-            "Python: one page through the ORM",
+            "Python: one page through the ORM session",
         ),
     ]
     for ax, rows, methods, field, title in panels:
@@ -671,10 +718,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
                     linewidth=1.6,
                     markersize=5,
                 )
-        nonzero = [r["depth"] for r in rows if r["depth"] > 0]
+        depths = sorted({r["depth"] for r in rows})
+        nonzero = [d for d in depths if d > 0]
         ax.set_xscale("symlog", linthresh=min(nonzero) if nonzero else 1)
+        # Ticks at the measured positions only: symlog's own ticks crowd 0 and 10^2 together.
+        ax.set_xticks(depths, [_short(d) for d in depths], fontsize=8)
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_yscale("log")
-        ax.set_xlabel("position in the list (rows skipped; symlog)")
+        ax.set_xlabel("position in the list (rows skipped; symlog scale)")
         ax.set_ylabel("median ms (log)")
         ax.set_title(title)
         ax.grid(True, which="major", alpha=0.4)
@@ -691,11 +742,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
             ("sqlakeyset", "sqlakeyset"),
         )
     ]
-    first = axes[0].legend(handles=engine_handles, loc="upper left", title="engine", fontsize=8)
-    axes[0].add_artist(first)
-    axes[0].legend(handles=method_handles, loc="lower right", title="method", fontsize=8)
+    # Legends below the plots, where they cover no line: colour = engine, line style = method.
+    fig.legend(handles=engine_handles + method_handles, loc="lower center", ncol=7, fontsize=9, frameon=False)
     fig.suptitle(f"Keyset vs OFFSET pagination ({results['mode']} run, sort newest, 20 rows per page)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

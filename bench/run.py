@@ -57,6 +57,7 @@ class Plan:
     http_passes: int
     http_warmup_s: float
     http_connections: int
+    http_quiet_wait_s: float  # how long to wait for other work on the machine to stop first
     profile_requests: int
 
 
@@ -71,9 +72,10 @@ FULL = Plan(
     py_rounds=50,
     budget_s=10.0,
     http_seconds=12.0,
-    http_passes=4,
+    http_passes=12,
     http_warmup_s=2.0,
     http_connections=4,
+    http_quiet_wait_s=120.0,
     profile_requests=500,
 )
 # A tenth of the rows and depths, a few rounds, short loads: about a minute in all.
@@ -87,10 +89,11 @@ QUICK = Plan(
     db_rounds=15,
     py_rounds=15,
     budget_s=0.6,
-    http_seconds=4.0,
-    http_passes=2,
+    http_seconds=3.0,
+    http_passes=3,
     http_warmup_s=1.0,
     http_connections=4,
+    http_quiet_wait_s=10.0,
     profile_requests=100,
 )
 
@@ -134,6 +137,19 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def code_version() -> dict[str, Any]:
+    """The commit measured, and whether the app code had uncommitted changes (others edit it too)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    if not shutil.which("git"):
+        return {}
+    dirty = git("status", "--porcelain", "--", "pagination", "orders", "app.py", "templates", "migrations")
+    return {"commit": git("rev-parse", "--short", "HEAD"), "app_code_dirty": bool(dirty)}
+
+
 def _raise_on_sigterm(_signum: int, _frame: Any) -> None:
     raise SystemExit(143)  # unwinds through the ExitStack: databases dropped, gunicorn stopped
 
@@ -151,6 +167,7 @@ class Run:
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "plan": asdict(plan),
             "machine": machine_info(),
+            "code": code_version(),
             "engines": {},
             "phases": {},
             "db_level": [],
@@ -248,6 +265,7 @@ class Run:
                         warmup_s=plan.http_warmup_s,
                         connections=plan.http_connections,
                         tmp_dir=self.tmp_dir,
+                        quiet_wait_s=plan.http_quiet_wait_s,
                     ),
                 )
                 self.results["profile"] = self.phase(
