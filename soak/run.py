@@ -68,6 +68,7 @@ class Config:
     write_rate: float = 300.0  # operations per second, all writers together
     workers: int = 3
     threads: int = 2
+    browser: bool = True  # one Chromium also scrolls the HTML list (newest) by mouse wheel
 
 
 @dataclass
@@ -124,6 +125,8 @@ def gunicorn(database_url: str, config: Config, log_path: Path) -> Iterator[tupl
     """The app under gunicorn on a free port; yields (base URL, master process)."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "SECRET_KEY": secrets.token_urlsafe(48)}
+    # The browser scrolls without "Load more" clicks, 100 rows a fragment.
+    env.update(AUTO_PAGES="100000", PAGE_SIZE="100")
     env.pop("APP_ENV", None)
     command = [
         sys.executable, "-m", "gunicorn",
@@ -313,6 +316,49 @@ def reader(base: str, stats: Stats, stop: threading.Event, seed: int) -> None:
                 stats.walks.append(walk)
 
 
+BROWSER_WALK_SECONDS = 90
+
+
+def browser_reader(base: str, stats: Stats, stop: threading.Event) -> None:
+    """Scroll the newest-first HTML list by mouse wheel in Chromium, walk after walk; a walk
+    that started before `stop` is finished (bounded), so even a short soak checks one."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    launch: dict[str, Any] = {"args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]}
+    if shutil.which("chromium"):
+        launch["executable_path"] = shutil.which("chromium")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(**launch)
+            page = browser.new_page()
+            while not stop.is_set():
+                walk = Walk("newest", None, time.monotonic())
+                page.goto(f"{base}/orders")
+                deadline = time.monotonic() + BROWSER_WALK_SECONDS
+                while not page.locator("#end-of-list").count() and time.monotonic() < deadline:
+                    page.mouse.wheel(0, 4000)
+                    page.wait_for_timeout(20)
+                walk.ended = time.monotonic()
+                if page.locator("#end-of-list").count():
+                    rows = page.eval_on_selector_all(
+                        "#rows > tr[data-id]",
+                        "rows => rows.map(r => [r.dataset.id, r.querySelector('time').dateTime])",
+                    )
+                    walk.ids = [int(row_id) for row_id, _ in rows]
+                    walk.keys = [sort_key("newest", {"id": i, "created_at": t}) for i, t in rows]
+                    walk.complete = True
+                    walk.sort = "newest (browser)"
+                    with stats.lock:
+                        stats.walks.append(walk)
+                else:
+                    stats.fail(f"browser: no end of list after {BROWSER_WALK_SECONDS} s")
+            browser.close()
+    except Exception as err:  # a broken browser is a failed soak, reported as such
+        stats.fail(f"browser: {type(err).__name__}: {err}")
+
+
 # --- The invariants -----------------------------------------------------------------------------
 
 
@@ -322,7 +368,7 @@ def check_walk(walk: Walk, rows: dict[int, Row]) -> list[str]:
         twice = [i for i, n in Counter(walk.ids).items() if n > 1]
         problems.append(f"{walk.sort}/{walk.status}: {len(twice)} orders twice, e.g. {twice[:5]}")
     pairs = zip(walk.keys, walk.keys[1:], strict=False)
-    if walk.sort == "oldest":
+    if walk.sort.startswith("oldest"):
         backwards = sum(1 for a, b in pairs if not a < b)
     else:
         backwards = sum(1 for a, b in pairs if not a > b)
@@ -382,13 +428,17 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
             threading.Thread(target=reader, args=(base, stats, stop, i), name=f"reader-{i}")
             for i in range(config.readers)
         ]
+        browser_thread = threading.Thread(target=browser_reader, args=(base, stats, stop), name="browser")
+        if config.browser:
+            threads.append(browser_thread)
         started = time.monotonic()
         for thread in threads:
             thread.start()
         stop.wait(config.seconds)
         stop.set()
         for thread in threads:
-            thread.join(timeout=max(REQUEST_TIMEOUT) + 5)
+            extra = BROWSER_WALK_SECONDS if thread is browser_thread else 0
+            thread.join(timeout=max(REQUEST_TIMEOUT) + 5 + extra)
         elapsed = time.monotonic() - started
         stuck = [thread.name for thread in threads if thread.is_alive()]
         workers_after = alive_workers(master)
