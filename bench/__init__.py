@@ -1,7 +1,8 @@
 """Benchmarks of keyset pagination against OFFSET and sqlakeyset, on SQLite, PostgreSQL and MariaDB.
 
-Run ``python -m bench.run`` (full, about 15 minutes) or ``python -m bench.run --quick`` (about a
-minute) from the repository root. Results go to ``bench/results/``: ``results.json``,
+Run ``python -m bench.run`` (full: about 7 minutes on 2 cores, longer if it has to wait for other
+work on the machine to stop) or ``python -m bench.run --quick`` (about 40 seconds) from the
+repository root. Results go to ``bench/results/``: ``results.json``,
 ``report.md`` and ``latency.png`` (``*-quick.*`` for the quick run).
 
 Modules, one per level of the measurement:
@@ -13,5 +14,6 @@ Modules, one per level of the measurement:
 - ``py_level``: ``paginate()`` against ``sqlakeyset.select_page()`` and a plain OFFSET query
 - ``http_level``: the app under gunicorn with wrk, and an in-process pyinstrument profile
 - ``export_level``: ``flask export`` rows per second and peak memory
-- ``report``: targets (PASS/MISS), Markdown tables, the latency plot
+- ``targets``: the targets of issue 4 as PASS/MISS, with the measured values
+- ``report``: Markdown tables and the files; ``plot``: latency.png; ``formatting``: helpers
 """
