@@ -351,13 +351,16 @@ def paginate(
     # The far side is known from the extra row. Within one statement "a row at or before the
     # cursor" is the same as "a row before the page's first row": nothing lies between them.
     # An empty page has no edge row, so its cursor for the way back includes the position.
-    far_cursor = (
-        make(rows[-1 if not backward else 0][1], BEFORE if backward else AFTER) if more_beyond else None
-    )
+    # A `before` cursor at the first row is head_cursor, already signed: reuse it.
+    far_cursor = None
+    if more_beyond:
+        far_cursor = page.head_cursor if backward else make(rows[-1][1], AFTER)
     near_cursor = None
     if near:
-        edge = rows[0 if not backward else -1][1] if rows else position.keys  # type: ignore[union-attr]
-        near_cursor = make(edge, AFTER if backward else BEFORE, inclusive=not rows)
+        if not rows:
+            near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)  # type: ignore[union-attr]
+        else:
+            near_cursor = make(rows[-1][1], AFTER) if backward else page.head_cursor
     page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)
     return page
 
