@@ -5,9 +5,9 @@ For every depth, the three methods are run once through SQLAlchemy while a
 
 - ``offset``: ``select(Order).order_by(...).offset(n).limit(20)``;
 - ``keyset``: the page query ``paginate()`` sends (built by ``keyset_select``, LIMIT 21: the
-  extra row tells whether a next page exists; on a cursor page it also carries the probe for a
-  previous page as a scalar subquery), and ``keyset_probe``, a second statement, if
-  ``paginate()`` sends one (it did before commit c190ad4 folded the probe into the page query);
+  extra row tells whether a next page exists; on a cursor page the read starts at the cursor's
+  own row, LIMIT 22, which proves a previous page), and ``keyset_probe``, a second statement, if
+  ``paginate()`` sends one (it does only when the cursor's row is gone);
 - ``sqlakeyset``: what ``sqlakeyset.select_page(..., after=<keys of row n-1>)`` sends.
 
 They must return the same rows. Each statement is then re-run on a raw DBAPI connection (no ORM,

@@ -2,7 +2,7 @@
 
 All three go through the same ORM session and return Order objects, so this adds what the
 database level leaves out: statement construction and compilation, parameter processing, row
-loading into objects, and (for ``paginate()``) the previous-page probe and cursor signing.
+loading into objects, and (for ``paginate()``) the previous-page check and cursor signing.
 Methods and depths alternate within every round (all depths in the same rounds). Before each
 timed call the session is closed and a connection checked out again, untimed: every call
 starts like a request, with an empty identity map, but without the pool's pre-ping in the

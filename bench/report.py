@@ -82,9 +82,9 @@ def _db_md(results: dict[str, Any]) -> str:
         "Median of interleaved runs of the captured statement on a raw DBAPI connection: client round trip "
         "in ms, server-side execution time in parentheses (PostgreSQL `Execution Time`, MariaDB "
         "`r_total_time_ms`); rows read from the plan (SQLite: VM instructions, it has no row counter). "
-        "`keyset` is the page query of `paginate()` (LIMIT 21; on cursor pages it also carries the "
-        "previous-page probe as a scalar subquery); `probe` is a separate probe statement, when "
-        "`paginate()` sends one (versions before c190ad4 did)."
+        "`keyset` is the page query of `paginate()` (LIMIT 21; on cursor pages LIMIT 22, read from the "
+        "cursor's own row, whose presence proves a previous page); `probe` is a separate probe "
+        "statement, when `paginate()` sends one (only when the cursor's row is gone)."
     ]
     for engine in fmt.engines(results["db_level"]):
         depths = fmt.depths(results["db_level"], engine)
@@ -156,8 +156,8 @@ def _py_md(results: dict[str, Any]) -> str:
     py = fmt.index(results["py_level"])
     parts = [
         "Median ms per page through one ORM session (closed and reconnected, untimed, before every call), "
-        "methods interleaved in every round. `paginate()` includes its previous-page probe and cursor "
-        "signing."
+        "methods interleaved in every round. `paginate()` includes its previous-page check (the "
+        "cursor's own row, read with the page) and cursor signing."
     ]
     for engine in fmt.engines(results["py_level"]):
         rows = []

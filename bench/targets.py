@@ -54,7 +54,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         if k0 and kd:
             ratio, text = _db_ratio(kd, k0)
             add(f"DB: keyset at {deep:,} ≤ 1.5x depth 0 ({name})", ratio is not None and ratio <= 1.5, text)
-        # Depth 0 is the first page: no seek predicate and no probe, a smaller statement than
+        # Depth 0 is the first page: no seek predicate and one row less, a smaller statement than
         # every cursor page. The first cursor page shows whether cost grows with depth.
         k1 = db.get((engine, depths[1], "keyset")) if len(depths) > 2 else None
         if k1 and kd:
@@ -84,12 +84,12 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                 probe = (
                     f"the separate previous-page probe reads max {max(probes)}"
                     if probes
-                    else "includes the previous-page probe (a scalar subquery in the same statement)"
+                    else "includes the cursor's own row, which proves a previous page"
                 )
                 add(
                     f"DB: our page query reads ≤ limit + 2 = {LIMIT + 2} rows at every depth ({name})",
                     max(reads) <= LIMIT + 2,
-                    f"max {max(reads)} rows (LIMIT {LIMIT + 1}); {probe}",
+                    f"max {max(reads)} rows (LIMIT {LIMIT + 1}, {LIMIT + 2} on cursor pages); {probe}",
                 )
         elif k0 and kd:
             steps0, steps = k0.get("vm_steps"), kd.get("vm_steps")
@@ -112,7 +112,7 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{fmt.ms(a)} vs {fmt.ms(b)} ms",
             )
         # "Flat with depth" compares the deepest page with the first page reached by a cursor:
-        # depth 0 is the first page, which has no seek predicate and no previous-page probe, so
+        # depth 0 is the first page, which has no seek predicate and no previous-page check, so
         # its difference is a constant step, not growth with depth (reported as a check below).
         first = depths[1] if len(depths) > 1 else 0
         for method, kind in (("paginate", "target"), ("sqlakeyset", "check")):

@@ -196,19 +196,6 @@ def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
 
 
-def _probe(
-    stmt: Select[Any], keyset: Keyset, keys: Sequence[Any], *, backward: bool, inclusive: bool, dialect: str
-):
-    """The first row of `stmt` past `keys` that way, as a one-row, one-column statement."""
-    return (
-        stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
-        .where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=dialect))
-        .order_by(None)
-        .order_by(*keyset.order_by(backward=backward))
-        .limit(1)
-    )
-
-
 def keyset_select(
     stmt: Select[Any],
     keyset: Keyset,
@@ -218,24 +205,21 @@ def keyset_select(
     backward: bool = False,
     inclusive: bool = False,
     dialect: str = "",
-    probe_near_side: bool = False,
+    flag_keys_row: bool = False,
 ) -> Select[Any]:
     """`stmt` restricted to rows past `keys`, in keyset order, with the key columns appended.
 
-    With `probe_near_side`, one more column says whether any row lies on the side the reader
-    came from (at or before `keys`), so a page needs one round trip, not two. It is an
-    uncorrelated scalar subquery with its own ORDER BY and LIMIT 1, which every engine evaluates
-    once, as one index probe (PostgreSQL plans a bare EXISTS as a sequential scan).
-    This is the one statement a page runs; tests EXPLAIN it to prove an index range is read.
+    With `flag_keys_row` (and `inclusive`), one more column says which row is the one at `keys`
+    itself, by the database's own equality (a case-insensitive collation or PAD SPACE agrees
+    with the seek predicate, not with Python's ==). This is the one statement a page runs;
+    tests EXPLAIN it to prove an index range is read.
     """
     keyed = stmt.add_columns(*(c.expr.label(f"_keyset_{i}") for i, c in enumerate(keyset.columns)))
     if keys is not None:
         keyed = keyed.where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=dialect))
-        if probe_near_side:
-            near = _probe(stmt, keyset, keys, backward=not backward, inclusive=not inclusive, dialect=dialect)
-            # correlate(None): the probe reads the table afresh; auto-correlation would drop
-            # its FROM and tie it to the outer row.
-            keyed = keyed.add_columns(near.correlate(None).scalar_subquery().label("_keyset_near"))
+        if flag_keys_row:
+            at_keys = and_(*(c.expr == v for c, v in zip(keyset.columns, keys, strict=True)))
+            keyed = keyed.add_columns(at_keys.label("_keyset_at"))
     return keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
 
 
@@ -248,32 +232,37 @@ def _fetch(
     backward: bool,
     inclusive: bool,
     limit: int,
-    probe_near_side: bool = False,
-) -> tuple[list[tuple[Any, tuple[Any, ...]]], bool | None]:
-    """Rows of `stmt` past `keys` in keyset order, each with its own key values, and whether a
-    row lies on the near side (None when not asked or when no row came back to carry it)."""
+    start_at_keys: bool = False,
+) -> tuple[list[tuple[Any, tuple[Any, ...]]], bool]:
+    """Rows of `stmt` past `keys` in keyset order, each with its own key values.
+
+    With `start_at_keys`, the read starts at `keys` inclusive and the row found there is left
+    out of the rows; the flag says whether it was found.
+    """
     n = len(keyset.columns)
-    extra = n + (1 if probe_near_side and keys is not None else 0)
+    flagged = start_at_keys and keys is not None
+    extra = n + (1 if flagged else 0)
     keyed = keyset_select(
         stmt,
         keyset,
         keys,
         limit=limit,
         backward=backward,
-        inclusive=inclusive,
+        inclusive=inclusive or flagged,
         dialect=_dialect(session),
-        probe_near_side=probe_near_side,
+        flag_keys_row=flagged,
     )
     rows = []
-    near = None
+    found = False
     for row in session.execute(keyed):
+        if flagged and row[-1]:
+            found = True
+            continue
         # One entity or column: the item is that value. Several: the Row itself, which keeps
         # attribute access by name (the appended _keyset_N columns come along).
         item = row[0] if len(row) == extra + 1 else row
         rows.append((item, tuple(row[-extra:][:n])))
-        if extra > n:
-            near = row[-1] is not None
-    return rows, near
+    return rows, found
 
 
 def _exists(
@@ -286,7 +275,13 @@ def _exists(
     inclusive: bool,
 ) -> bool:
     """One index probe: is there any row past `keys` in that direction?"""
-    probe = _probe(stmt, keyset, keys, backward=backward, inclusive=inclusive, dialect=_dialect(session))
+    probe = (
+        stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
+        .where(keyset.seek(keys, backward=backward, inclusive=inclusive, dialect=_dialect(session)))
+        .order_by(None)
+        .order_by(*keyset.order_by(backward=backward))
+        .limit(1)
+    )
     return session.execute(probe).first() is not None
 
 
@@ -323,10 +318,13 @@ def paginate(
     def make(keys: Sequence[Any], side: str, inclusive: bool = False) -> str:
         return codec.encode(Position(keyset.name, side, fingerprint, tuple(keys), inclusive))
 
-    # Fetch one extra row to learn whether the page has a successor, without COUNT(*), and, on
-    # a cursor page, probe the side the reader came from in the same statement: the cursor's
-    # own row may have been deleted since, so "a cursor was given" does not prove a previous row.
+    # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
+    # cursor page the read starts at the cursor's own row: when it is still there (nearly
+    # always) it proves a row on the side the reader came from, within the same index range
+    # (limit + 2 entries, one descent). When it was deleted, or the page came back empty,
+    # one index probe asks instead: "a cursor was given" does not prove a previous row.
     inclusive = bool(position and position.inclusive)
+    start_at_keys = position is not None and not inclusive
     rows, near = _fetch(
         session,
         stmt,
@@ -334,8 +332,8 @@ def paginate(
         position.keys if position else None,
         backward=backward,
         inclusive=inclusive,
-        limit=limit + 1,
-        probe_near_side=position is not None,
+        limit=limit + (2 if start_at_keys else 1),
+        start_at_keys=start_at_keys,
     )
     more_beyond = len(rows) > limit
     rows = rows[:limit]
@@ -344,12 +342,12 @@ def paginate(
     page = Page(items=[item for item, _ in rows])
     if rows:
         page.head_cursor = make(rows[0][1], BEFORE)
-    if position is not None and near is None:
-        # An empty page carried no probe column: ask separately (rare: rows were deleted).
+    if position is not None and not near:
         near = _exists(session, stmt, keyset, position.keys, backward=not backward, inclusive=not inclusive)
 
     # The far side is known from the extra row. Within one statement "a row at or before the
-    # cursor" is the same as "a row before the page's first row": nothing lies between them.
+    # cursor" is the same as "a row before the page's first row": nothing lies between them
+    # (after a separate probe, whatever lies between was inserted since: a row all the same).
     # An empty page has no edge row, so its cursor for the way back includes the position.
     # A `before` cursor at the first row is head_cursor, already signed: reuse it.
     far_cursor = None
