@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from flask import Flask, g
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
@@ -55,6 +53,11 @@ def make_engine(url: str, *, statement_timeout_ms: int | None = None) -> Engine:
 
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` with Alembic (idempotent)."""
+    # Imported here: Alembic is a tenth of a second of start-up that only init-db and the
+    # first run need, not every export or worker.
+    from alembic import command
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:

@@ -223,6 +223,31 @@ def keyset_select(
     return keyed.order_by(None).order_by(*keyset.order_by(backward=backward)).limit(limit)
 
 
+class _Rows:
+    """The rows a page or batch query returned: items for the caller, key values on demand.
+
+    Keys are read only for the rows that become cursors (the first and the last), not for every
+    row: an export batch of thousands of rows needs one.
+    """
+
+    def __init__(self, rows: Sequence[Any], n_keys: int, n_extra: int):
+        self.rows = rows
+        self._n_keys, self._n_extra = n_keys, n_extra
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def items(self) -> list[Any]:
+        # One entity or column: the item is that value. Several: the Row itself, which keeps
+        # attribute access by name (the appended _keyset_N columns come along).
+        if self.rows and len(self.rows[0]) == self._n_extra + 1:
+            return [row[0] for row in self.rows]
+        return list(self.rows)
+
+    def keys(self, index: int) -> tuple[Any, ...]:
+        return tuple(self.rows[index][-self._n_extra :][: self._n_keys])
+
+
 def _fetch(
     session: Session,
     stmt: Select[Any],
@@ -233,11 +258,12 @@ def _fetch(
     inclusive: bool,
     limit: int,
     start_at_keys: bool = False,
-) -> tuple[list[tuple[Any, tuple[Any, ...]]], bool]:
-    """Rows of `stmt` past `keys` in keyset order, each with its own key values.
+) -> tuple[_Rows, bool]:
+    """Rows of `stmt` past `keys` in keyset order.
 
     With `start_at_keys`, the read starts at `keys` inclusive and the row found there is left
-    out of the rows; the flag says whether it was found.
+    out of the rows; the flag says whether it was found. It can only be the first row: every
+    other row lies strictly past `keys`, and the last key column is unique.
     """
     n = len(keyset.columns)
     flagged = start_at_keys and keys is not None
@@ -252,17 +278,9 @@ def _fetch(
         dialect=_dialect(session),
         flag_keys_row=flagged,
     )
-    rows = []
-    found = False
-    for row in session.execute(keyed):
-        if flagged and row[-1]:
-            found = True
-            continue
-        # One entity or column: the item is that value. Several: the Row itself, which keeps
-        # attribute access by name (the appended _keyset_N columns come along).
-        item = row[0] if len(row) == extra + 1 else row
-        rows.append((item, tuple(row[-extra:][:n])))
-    return rows, found
+    rows = session.execute(keyed).all()
+    found = bool(flagged and rows and rows[0][-1])
+    return _Rows(rows[1:] if found else rows, n, extra), found
 
 
 def _exists(
@@ -336,12 +354,12 @@ def paginate(
         start_at_keys=start_at_keys,
     )
     more_beyond = len(rows) > limit
-    rows = rows[:limit]
+    rows.rows = rows.rows[:limit]
     if backward:
-        rows.reverse()
-    page = Page(items=[item for item, _ in rows])
+        rows.rows.reverse()
+    page = Page(items=rows.items())
     if rows:
-        page.head_cursor = make(rows[0][1], BEFORE)
+        page.head_cursor = make(rows.keys(0), BEFORE)
     if position is not None and not near:
         near = _exists(session, stmt, keyset, position.keys, backward=not backward, inclusive=not inclusive)
 
@@ -352,13 +370,13 @@ def paginate(
     # A `before` cursor at the first row is head_cursor, already signed: reuse it.
     far_cursor = None
     if more_beyond:
-        far_cursor = page.head_cursor if backward else make(rows[-1][1], AFTER)
+        far_cursor = page.head_cursor if backward else make(rows.keys(-1), AFTER)
     near_cursor = None
     if near:
         if not rows:
             near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)  # type: ignore[union-attr]
         else:
-            near_cursor = make(rows[-1][1], AFTER) if backward else page.head_cursor
+            near_cursor = make(rows.keys(-1), AFTER) if backward else page.head_cursor
     page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)
     return page
 
@@ -393,10 +411,10 @@ def iterate(
         rows, _ = _fetch(session, stmt, keyset, keys, backward=False, inclusive=inclusive, limit=batch_size)
         if not rows:
             return
-        keys, inclusive = rows[-1][1], False
+        keys, inclusive = rows.keys(-1), False
         cursor = None
         if codec is not None:
             cursor = codec.encode(Position(keyset.name, AFTER, fingerprint, tuple(keys)))
-        yield Batch(items=[item for item, _ in rows], cursor=cursor)
+        yield Batch(items=rows.items(), cursor=cursor)
         if len(rows) < batch_size:
             return
