@@ -41,11 +41,13 @@ format: $(VENV)/.dev
 ## bench: the full benchmark (three engines, 300k rows, PostgreSQL also 3M); writes bench/results/
 bench: $(VENV)/.dev
 	scripts/ensure-databases
+	scripts/ensure-wrk
 	$(BIN)/python -m bench.run
 
 ## bench-quick: the same measurements on small tables in about a minute
 bench-quick: $(VENV)/.dev
 	scripts/ensure-databases
+	scripts/ensure-wrk
 	$(BIN)/python -m bench.run --quick
 
 ## soak: a minute of writers and readers against the app under gunicorn on PostgreSQL

@@ -93,6 +93,8 @@ def orders():  # type: ignore[no-untyped-def]
 def new_orders():  # type: ignore[no-untyped-def]
     """How many orders arrived above the first row shown (capped): the "N new orders" banner."""
     listing = ListRequest.from_args(request.args, default_limit=NEW_ORDERS_CAP)
+    if listing.after is not None:
+        raise InvalidParameter("new orders are counted above a position: give before, not after")
     page = paginate(
         get_session(),
         listing.statement(),

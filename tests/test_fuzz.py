@@ -338,11 +338,13 @@ def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
         problems.add("invalid_parameter")
     if target == "export" and "before" in args:
         problems.add("invalid_parameter")  # an export reads forward only
+    if target == "new" and "after" in args:
+        problems.add("invalid_parameter")  # the banner counts rows above a `before` position
     if problems:
         return problems  # the cursor is checked last: against valid sort and status only
     for direction in (AFTER, BEFORE):
-        if direction not in args or (target == "new" and direction == AFTER):
-            continue  # the banner counts rows above a `before` cursor and ignores `after`
+        if direction not in args:
+            continue
         valid_for = known.get(args[direction])
         if valid_for is None:
             problems.add("invalid_cursor")

@@ -107,6 +107,9 @@ def test_new_orders_banner_counts_rows_above_the_first_row(client, engine):
         client.post("/api/orders", json={"customer": f"late {n}", "amount": "1.00"})
     banner = client.get(poll).get_data(as_text=True)
     assert "3 new orders" in banner and 'href="/orders"' in banner
+    # Counting below a position means nothing here: said, not silently answered with 0.
+    refused = client.get(poll.replace("before=", "after="))
+    assert refused.status_code == 400 and "give before" in refused.get_data(as_text=True)
 
 
 def test_order_page_and_missing_order(client, engine):
