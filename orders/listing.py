@@ -80,7 +80,10 @@ class ListRequest:
         return {"status": self.status}
 
     def statement(self) -> Select[Any]:
-        stmt = select(Order)
+        # Plain rows of the table's columns, not ORM objects: a page only reads them, and
+        # loading an identity-mapped object per row was a tenth of a fragment's time. Rows keep
+        # attribute access (row.id, row.created_at, ...), so templates and JSON read them alike.
+        stmt = select(Order.__table__)
         if self.status is not None:
             stmt = stmt.where(Order.status == self.status)
             if self.sort in ("newest", "oldest"):

@@ -37,8 +37,10 @@ def money(amount: Decimal) -> str:
 @bp.app_template_filter("timestamp")
 def timestamp(value: dt.datetime) -> Markup:
     """A <time> in UTC; app.js shows it in the reader's own timezone."""
+    # Both parts are made from the datetime alone (digits, "-", ":", "T", "Z"), so nothing in them
+    # needs escaping: an f-string is a tenth of the cost of Markup.format, twenty times a page.
     utc = value.astimezone(dt.UTC)
-    return Markup('<time datetime="{}">{}</time>').format(iso_utc(utc), utc.strftime("%Y-%m-%d %H:%M UTC"))
+    return Markup(f'<time datetime="{iso_utc(utc)}">{utc:%Y-%m-%d %H:%M} UTC</time>')
 
 
 NEW_ORDERS_CAP = 99
@@ -68,6 +70,9 @@ def orders():  # type: ignore[no-untyped-def]
         "page": page,
         "page_number": page_number,
         "first_row_index": (page_number - 1) * listing.limit + 2,  # row 1 is the header
+        # One url_for per page, not one per row (Werkzeug's URL building was a tenth of a page):
+        # a row's link is this prefix and its id.
+        "order_url_prefix": url_for("web.order_detail", order_id=0).removesuffix("0"),
         # After AUTO_PAGES automatic loads, ask for a click so the footer can be reached.
         "auto_load": (page_number - 1) % (auto_pages + 1) != auto_pages,
         "next_url": page.next_cursor
