@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, func, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from devtools.databases import create_database, drop_database
 from orders.db import make_engine, migrate
 from orders.models import Order
 from orders.seed import seed_orders
@@ -63,23 +63,11 @@ def throwaway(kind: str, label: str, tmp_dir: Path) -> Iterator[str]:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
         return
-    server = make_url(SERVER_URLS[kind])
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        if kind == "postgresql":
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        else:
-            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    url = create_database(SERVER_URLS[kind], name)
     try:
-        yield server.set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                # FORCE: a gunicorn worker or export that died may still hold a connection.
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            else:
-                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
-        admin.dispose()
+        drop_database(SERVER_URLS[kind], name)
         log(f"  dropped {kind} database {name}")
 
 

@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +33,12 @@ import psutil
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from devtools.gunicorn import gunicorn
 from orders.db import make_engine
 from pagination import CursorCodec
 
 from .common import SECRET, Target, cursor_for, keys_before, log
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / ".venv" / "bin"
 HX = {"HX-Request": "true"}
 WRK_SCRIPT = """
 done = function(summary, latency, requests)
@@ -59,69 +53,10 @@ end
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, response.read().decode()
-
-
-@contextmanager
-def gunicorn(url: str, tmp_dir: Path, workers: int = 2) -> Iterator[str]:
-    """Serve the app on a free port; stop exactly the processes started here, also on failure."""
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": SECRET, "PAGE_SIZE": "20"}
-    log_path = tmp_dir / "gunicorn.log"
-    with log_path.open("w") as log_file:
-        process = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-w", str(workers), "--bind", f"127.0.0.1:{port}", "app:create_app()"],
-            cwd=ROOT,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"gunicorn exited with {process.returncode}: {log_path.read_text()[-2000:]}"
-                )
-            try:
-                if _get(base + "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("gunicorn did not answer /healthz within 30 s")
-            time.sleep(0.2)
-        yield base
-    finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    # Remember the workers first: if the master has to be killed, they are ended by their ids.
-    try:
-        workers = psutil.Process(process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        workers = []
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for worker in workers:
-        with suppress(psutil.NoSuchProcess):
-            worker.kill()
 
 
 def _wrk(url: str, seconds: float, headers: dict[str, str], connections: int, script: Path) -> dict[str, Any]:
@@ -250,7 +185,13 @@ def measure(
             return _wrk(url, duration, headers, connections, script)
         return _python_load(url, duration, headers, connections)
 
-    with gunicorn(target.url, tmp_dir) as base:
+    server = gunicorn(
+        target.url,
+        log_path=tmp_dir / "gunicorn.log",
+        workers=2,
+        env={"SECRET_KEY": SECRET, "PAGE_SIZE": "20"},
+    )
+    with server as (base, _master):
         # Sanity: the deep fragment answers 200 and starts at the row after the cursor's row.
         status, body = _get(base + points[1]["path"], HX)
         verified = status == 200 and f'data-id="{expected["expected_first_id"]}"' in body.split("</tr>")[0]

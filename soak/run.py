@@ -27,16 +27,13 @@ import json
 import os
 import random
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -47,6 +44,8 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from devtools.databases import create_database, drop_database
+from devtools.gunicorn import gunicorn
 from orders.db import make_engine, migrate
 from orders.models import STATUSES, Order
 from orders.seed import seed_orders
@@ -112,63 +111,6 @@ class Stats:
 
 
 # --- The server ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def gunicorn(database_url: str, config: Config, log_path: Path) -> Iterator[tuple[str, psutil.Process]]:
-    """The app under gunicorn on a free port; yields (base URL, master process)."""
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "SECRET_KEY": secrets.token_urlsafe(48)}
-    # The browser scrolls without "Load more" clicks, 100 rows a fragment.
-    env.update(AUTO_PAGES="100000", PAGE_SIZE="100")
-    env.pop("APP_ENV", None)
-    command = [
-        sys.executable, "-m", "gunicorn",
-        "--workers", str(config.workers), "--threads", str(config.threads),
-        "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
-        "app:create_app()",
-    ]  # fmt: skip
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"gunicorn exited with {process.returncode}: {log_path.read_text()[-2000:]}"
-                )
-            with suppress(requests.RequestException):
-                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("gunicorn did not answer /healthz within 30 s")
-            time.sleep(0.1)
-        master = psutil.Process(process.pid)
-        # Workers boot one by one: wait until all of them are there.
-        while len(master.children()) < config.workers and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield base, master
-    finally:
-        workers = []
-        with suppress(psutil.NoSuchProcess):
-            workers = psutil.Process(process.pid).children(recursive=True)
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for worker in workers:  # by their ids, only those this soak started
-            with suppress(psutil.NoSuchProcess):
-                worker.kill()
 
 
 def alive_workers(master: psutil.Process) -> set[int]:
@@ -414,7 +356,14 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
 
     with (
         tempfile.TemporaryDirectory(prefix="soak-") as tmp,
-        gunicorn(database_url, config, Path(tmp) / "gunicorn.log") as (base, master),
+        gunicorn(
+            database_url,
+            log_path=Path(tmp) / "gunicorn.log",
+            workers=config.workers,
+            threads=config.threads,
+            # The browser scrolls without "Load more" clicks, 100 rows a fragment.
+            env={"SECRET_KEY": secrets.token_urlsafe(48), "AUTO_PAGES": "100000", "PAGE_SIZE": "100"},
+        ) as (base, master),
     ):
         workers_before = alive_workers(master)
         stop = threading.Event()
@@ -513,22 +462,13 @@ def print_report(report: dict[str, Any]) -> None:
 @contextmanager
 def throwaway_postgresql() -> Iterator[str]:
     """A new database on the PostgreSQL server of SOAK_POSTGRES_URL (default: 127.0.0.1:5432)."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    server = make_url(
-        os.environ.get("SOAK_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    )
+    server = os.environ.get("SOAK_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     name = f"soak_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = create_database(server, name)
     try:
-        yield server.set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        drop_database(server, name)
 
 
 def main(argv: list[str] | None = None) -> int:

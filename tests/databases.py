@@ -14,8 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from devtools.databases import create_database, drop_database
 
 ENGINES = ["sqlite", "postgresql", "mysql"]
 SERVER_URLS = {
@@ -40,24 +41,14 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
     if kind == "sqlite":
         yield f"sqlite:///{tmp_dir / f'{label}-{uuid.uuid4().hex[:8]}.db'}"
         return
-    server = make_url(SERVER_URLS[kind])
+    server = SERVER_URLS[kind]
     name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
     try:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-            else:
-                conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+        url = create_database(server, name)
     except Exception as err:
-        admin.dispose()
-        unavailable(kind, f"{server.render_as_string(hide_password=True)}: {str(err).splitlines()[0]}")
+        shown = make_url(server).render_as_string(hide_password=True)
+        unavailable(kind, f"{shown}: {str(err).splitlines()[0]}")
     try:
-        yield server.set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            else:
-                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
-        admin.dispose()
+        drop_database(server, name)

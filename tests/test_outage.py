@@ -15,7 +15,6 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import create_app
+from devtools.gunicorn import free_port
 from orders.db import make_engine, migrate
 from orders.models import SORTS, STATUSES, Order
 
@@ -47,12 +47,6 @@ def _postgres_bin() -> Path | None:
         if (candidate / "initdb").exists() and (candidate / "pg_ctl").exists():
             return candidate
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Cluster:
@@ -99,7 +93,7 @@ def cluster() -> Iterator[Cluster]:
         )
     datadir = Path(tempfile.mkdtemp(prefix="outage-pg-"))
     shutil.chown(datadir, "postgres", "postgres")
-    cluster = Cluster(bindir, datadir, _free_port())
+    cluster = Cluster(bindir, datadir, free_port())
     try:
         cluster.init()
         cluster.start()
