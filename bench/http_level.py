@@ -275,11 +275,11 @@ def _combine(passes: list[dict[str, Any]]) -> dict[str, Any]:
 AREAS = [
     ("psycopg", "psycopg driver, incl. waiting for PostgreSQL"),
     ("/sqlalchemy/sql/", "SQLAlchemy Core: building and compiling statements"),
-    ("/sqlalchemy/orm/", "SQLAlchemy ORM: session, loading Order objects"),
+    ("/sqlalchemy/orm/", "SQLAlchemy ORM: session, execute"),
     ("/sqlalchemy/engine/", "SQLAlchemy engine: execute, results, pool"),
     ("/sqlalchemy/pool/", "SQLAlchemy engine: execute, results, pool"),
     ("/sqlalchemy/", "SQLAlchemy (other)"),
-    ("/markupsafe/", "markupsafe: escaping, Markup.format (autoescape, timestamp filter)"),
+    ("/markupsafe/", "markupsafe: escaping (autoescape)"),
     ("/jinja2/", "Jinja2 rendering"),
     ("/templates/", "Jinja2 rendering"),
     ("/itsdangerous/", "cursor signing and checking (itsdangerous, HMAC)"),
