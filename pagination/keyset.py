@@ -98,17 +98,17 @@ class Keyset:
         terms = ", ".join(f"{c.expr.name} {'desc' if c.descending else 'asc'}" for c in self.columns)
         return f"Keyset({self.name!r}: {terms})"
 
-    def order_by(self, *, backward: bool = False) -> list[ColumnElement[Any]]:
+    def order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
         """ORDER BY clauses, reversed when reading backward (a `before` page)."""
         return self._cached(
             ("order_by", backward),
-            lambda: [c.expr.desc() if c.descending != backward else c.expr.asc() for c in self.columns],
+            lambda: tuple(c.expr.desc() if c.descending != backward else c.expr.asc() for c in self.columns),
         )
 
-    def key_labels(self) -> list[ColumnElement[Any]]:
+    def key_labels(self) -> tuple[ColumnElement[Any], ...]:
         """The key columns as `_keyset_0`, `_keyset_1`, ...: appended to a page's columns."""
         return self._cached(
-            ("labels",), lambda: [c.expr.label(f"_keyset_{i}") for i, c in enumerate(self.columns)]
+            ("labels",), lambda: tuple(c.expr.label(f"_keyset_{i}") for i, c in enumerate(self.columns))
         )
 
     def at_keys(self) -> ColumnElement[bool]:
