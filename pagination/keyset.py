@@ -122,7 +122,8 @@ class Keyset:
     def seek(
         self, *, backward: bool = False, inclusive: bool = False, dialect: str = ""
     ) -> ColumnElement[bool]:
-        """Rows strictly after the bound keys (`bind(keys)`) in this order (before, when `backward`).
+        """Rows after the bound keys (`bind(keys)`) in this order (before, when `backward`);
+        with `inclusive`, the row at the keys too.
 
         The form is chosen so that each engine reads an index range (measured in the design doc):
         - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
