@@ -327,9 +327,9 @@ def _fetch(
 ) -> tuple[_Rows, bool]:
     """Rows of `stmt` past `keys` in keyset order.
 
-    With `start_at_keys`, the read starts at `keys` inclusive and the row found there is left
-    out of the rows; the flag says whether it was found. It can only be the first row: every
-    other row lies strictly past `keys`, and the last key column is unique.
+    With `start_at_keys`, the read starts at `keys` inclusive, one row more is read, and the row
+    found there is left out of the rows; the flag says whether it was found. It can only be the
+    first row: every other row lies strictly past `keys`, and the last key column is unique.
     """
     n = len(keyset.columns)
     flagged = start_at_keys and keys is not None
@@ -338,7 +338,7 @@ def _fetch(
         stmt,
         keyset,
         keys,
-        limit=limit,
+        limit=limit + (1 if flagged else 0),
         backward=backward,
         inclusive=inclusive or flagged,
         dialect=_dialect(session),
@@ -408,7 +408,6 @@ def paginate(
     # (limit + 2 entries, one descent). When it was deleted, or the page came back empty,
     # one index probe asks instead: "a cursor was given" does not prove a previous row.
     inclusive = bool(position and position.inclusive)
-    start_at_keys = position is not None and not inclusive
     rows, near = _fetch(
         session,
         stmt,
@@ -416,8 +415,8 @@ def paginate(
         position.keys if position else None,
         backward=backward,
         inclusive=inclusive,
-        limit=limit + (2 if start_at_keys else 1),
-        start_at_keys=start_at_keys,
+        limit=limit + 1,
+        start_at_keys=position is not None and not inclusive,
     )
     more_beyond = len(rows) > limit
     rows.rows = rows.rows[:limit]
