@@ -38,13 +38,13 @@ lint: $(VENV)/.dev
 format: $(VENV)/.dev
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-## bench: the full benchmark (three engines, 300k rows, PostgreSQL also 3M); writes bench/results/
+## bench: the full benchmark (three engines, 300k rows, PostgreSQL also 3M); writes bench/results/ and the README numbers
 bench: $(VENV)/.dev
 	scripts/ensure-databases
 	scripts/ensure-wrk
 	$(BIN)/python -m bench.run
 
-## bench-quick: the same measurements on small tables in about a minute
+## bench-quick: the same measurements on small tables in about a minute, into bench/results/quick/ (untracked)
 bench-quick: $(VENV)/.dev
 	scripts/ensure-databases
 	scripts/ensure-wrk

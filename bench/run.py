@@ -2,7 +2,9 @@
 
 Seeds throwaway databases on SQLite, PostgreSQL and MariaDB (plus a 3M-row PostgreSQL table in
 full mode), measures the database, Python, HTTP and export levels, and writes
-``bench/results/results.json``, ``report.md`` and ``latency.png`` (``*-quick.*`` with --quick).
+``bench/results/results.json``, ``report.md`` and ``latency.png``, and the README's Performance
+numbers (``bench.readme``). ``--quick`` writes to ``bench/results/quick/``, which git ignores: a
+user's quick run never dirties the checkout.
 
 It is a benchmark, not a test: targets are printed as PASS/MISS but never asserted. The exit
 status is non-zero only when a phase crashed (the others still run and are reported), and every
@@ -33,10 +35,11 @@ import psutil
 
 from pagination import CursorCodec
 
-from . import databases, db_level, export_level, http_level, py_level, report
+from . import databases, db_level, export_level, http_level, py_level, readme, report
 from .common import SECRET, Target, log
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+QUICK_DIR = RESULTS_DIR / "quick"  # untracked (.gitignore)
 ENGINES = ("sqlite", "postgresql", "mysql")
 
 
@@ -298,7 +301,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(ENGINES),
         help="comma-separated subset of sqlite,postgresql,mysql (default: all three)",
     )
-    parser.add_argument("--output", type=Path, default=RESULTS_DIR, help="directory for the results")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="directory for the results (default: bench/results, quick/)"
+    )
     args = parser.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
@@ -313,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     started = time.perf_counter()
     run = Run(plan, args.engines)
-    log(f"bench: {plan.mode} run on {', '.join(args.engines)}; results to {args.output}")
+    out_dir = args.output or (QUICK_DIR if args.quick else RESULTS_DIR)
+    log(f"bench: {plan.mode} run on {', '.join(args.engines)}; results to {out_dir}")
     try:
         run.execute()
     except BaseException as err:  # Ctrl-C or SIGTERM: say so in the report, then stop
@@ -322,15 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # Also after Ctrl-C or a crash: whatever was measured is written.
         run.finish(started)
-        written = write_outputs(run.results, args.output, "-quick" if args.quick else "")
+        written = write_outputs(run.results, out_dir)
+    if written and out_dir == RESULTS_DIR and not run.results["errors"]:
+        # A complete full run is the one source of the README's numbers.
+        readme.main()
     log(f"bench: done in {run.results['duration_s']:.0f} s; {len(run.results['errors'])} phase(s) failed")
     return 0 if written and not run.results["errors"] else 1
 
 
-def write_outputs(results: dict[str, Any], out_dir: Path, suffix: str) -> bool:
+def write_outputs(results: dict[str, Any], out_dir: Path) -> bool:
     try:
-        print(report.write(results, out_dir, suffix), flush=True)
-        log(f"bench: wrote {out_dir}/results{suffix}.json, report{suffix}.md, latency{suffix}.png")
+        print(report.write(results, out_dir), flush=True)
+        log(f"bench: wrote {out_dir}/results.json, report.md, latency.png")
         return True
     except Exception:
         traceback.print_exc()
