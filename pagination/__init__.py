@@ -1,8 +1,15 @@
-"""Keyset pagination for SQLAlchemy 2 with opaque, signed cursors. Framework-free."""
+"""Keyset pagination for SQLAlchemy 2 with opaque, sealed cursors. Framework-free."""
 
 from .cursor import AFTER, BEFORE, MAX_CURSOR_LENGTH, CursorCodec, Position, filters_fingerprint
-from .errors import CursorMismatch, InvalidCursor, KeysetError, PaginationError
-from .keyset import Batch, Keyset, Page, iterate, keyset_select, paginate
+from .errors import (
+    CursorMismatch,
+    CursorTooLong,
+    InvalidCursor,
+    InvalidPosition,
+    KeysetError,
+    PaginationError,
+)
+from .keyset import Batch, Keyset, Page, iterate, keyset_select, paginate, start_at
 
 __all__ = [
     "AFTER",
@@ -11,7 +18,9 @@ __all__ = [
     "Batch",
     "CursorCodec",
     "CursorMismatch",
+    "CursorTooLong",
     "InvalidCursor",
+    "InvalidPosition",
     "Keyset",
     "KeysetError",
     "Page",
@@ -21,4 +30,5 @@ __all__ = [
     "iterate",
     "keyset_select",
     "paginate",
+    "start_at",
 ]

@@ -1,12 +1,20 @@
-"""Opaque, signed, versioned cursors: a page position that clients carry but never read.
+"""Opaque, sealed, versioned cursors: a page position that clients carry but can neither read
+nor change.
 
-A cursor is ``base64url(json payload) + "." + base64url(HMAC-SHA256)``, signed with
-itsdangerous. The payload is a JSON array::
+A cursor is ``base64url(version byte + nonce + AES-GCM ciphertext and tag)``. The plaintext is
+a JSON array::
 
-    [version, sort name, direction, filters fingerprint, inclusive, [[tag, text], ...]]
+    [sort name, direction, filters fingerprint, [tag, text, tag, text, ...], {meta}]
+
+The direction is "a"/"b" (after/before), upper case when inclusive; the flat key list and the
+one-letter codes keep the app's longest cursor (64 four-byte characters) under 512 characters.
 
 Key values are tagged text so they round-trip exactly: timestamps to the microsecond,
-integers of any size, decimals digit for digit.
+integers of any size, decimals digit for digit. Sealing (authenticated encryption) rather
+than signing keeps them private too: a cursor in a log, a proxy or a Referer header does not
+show a customer's name. The AES key is derived from the secret with HKDF, so the app's
+``SECRET_KEY`` is never used as a cipher key directly; fallback secrets open (never make)
+cursors during a key rotation.
 """
 
 from __future__ import annotations
@@ -16,24 +24,39 @@ import binascii
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from itsdangerous import BadSignature, Signer
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .errors import InvalidCursor
+from .errors import CursorTooLong, InvalidCursor
 
-CURSOR_VERSION = 1
-MAX_CURSOR_LENGTH = 512
+# 1 was base64(JSON).HMAC (itsdangerous): signed, readable by anyone. 2 is sealed.
+CURSOR_VERSION = 2
+# Long enough for a String(255) key of 4-byte characters (about 1,500 characters sealed);
+# a URL of this length passes every browser and server default we know of (8 KB and up).
+MAX_CURSOR_LENGTH = 2048
 AFTER = "after"
 BEFORE = "before"
 _DIRECTION_CODES = {AFTER: "a", BEFORE: "b"}
 _DIRECTIONS = {code: name for name, code in _DIRECTION_CODES.items()}
-# base64url alphabet plus the "." between payload and signature; anything else is not ours.
-_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+")
+_DIRECTIONS.update({code.upper(): name for code, name in _DIRECTIONS.items()})
+_CURSOR_CHARS = re.compile(r"[A-Za-z0-9_\-]+")
+# Version 1's shape: base64url payload "." base64url signature.
+_SIGNED_CURSOR = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+")
+_NONCE_BYTES = 12  # AES-GCM's standard nonce; random per cursor (2**32 cursors per key is safe)
+_TAG_BYTES = 16
+_HEADER = bytes([CURSOR_VERSION])
+_MALFORMED = "cursor is malformed: use it exactly as the server sent it"
+_OLDER = "cursor is from an older version: start again from the first page"
 
 
 @dataclass(frozen=True)
@@ -44,12 +67,14 @@ class Position:
     direction: str  # AFTER or BEFORE
     filters: str  # fingerprint, see filters_fingerprint()
     keys: tuple[Any, ...]
-    # An inclusive position also returns the row at `keys`. Only used to step back from an
-    # empty page, whose edge is the cursor's own position rather than a row on the page.
+    # An inclusive position also returns the row at `keys`: the way back from an empty page,
+    # and start_at(), whose `keys` may be a prefix of the sort's columns.
     inclusive: bool = False
+    # What the caller stamped on the page (e.g. the WAL position it was read at); opaque here.
+    meta: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
-def filters_fingerprint(filters: dict[str, Any] | None) -> str:
+def filters_fingerprint(filters: Mapping[str, Any] | None) -> str:
     """A short, stable digest of the filters a walk was started with."""
     canonical = json.dumps(
         {k: str(v) for k, v in (filters or {}).items() if v is not None},
@@ -65,11 +90,11 @@ def _encode_value(value: Any) -> list[str]:
     if isinstance(value, bool):
         return ["b", "1" if value else "0"]
     if isinstance(value, int):
-        return ["i", str(value)]
+        return ["i", str(int(value))]  # int(): an IntEnum member is written as its number
     if isinstance(value, Decimal):
         return ["d", str(value)]
     if isinstance(value, str):
-        return ["s", value]
+        return ["s", str.__str__(value)]  # a StrEnum member is written as its text
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             return ["n", value.isoformat(timespec="microseconds")]
@@ -81,6 +106,8 @@ def _encode_value(value: Any) -> list[str]:
         return ["f", repr(value)]
     if isinstance(value, uuid.UUID):
         return ["u", str(value)]
+    if isinstance(value, bytes):
+        return ["x", value.hex()]
     raise TypeError(f"cannot put a {type(value).__name__} in a cursor")
 
 
@@ -110,6 +137,8 @@ def _decode_value(tag: str, text: str) -> Any:
         return float(text)
     if tag == "u":
         return uuid.UUID(text)
+    if tag == "x":
+        return bytes.fromhex(text)
     raise ValueError(tag)
 
 
@@ -121,36 +150,61 @@ def _b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _canonical_base64(text: str) -> bool:
-    try:
-        return _b64encode(_b64decode(text)) == text
-    except (binascii.Error, ValueError):
-        return False
+def _cipher(secret: str | bytes) -> AESGCM:
+    if not secret:
+        raise ValueError("a cursor secret is required (and every fallback must be non-empty)")
+    raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"pagination.cursor", info=b"seal v2").derive(raw)
+    return AESGCM(key)
+
+
+def _meta(meta: Any) -> dict[str, str]:
+    if not isinstance(meta, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in meta.items()
+    ):
+        raise TypeError("cursor meta must map text to text")
+    return dict(meta)
 
 
 class CursorCodec:
-    """Turns positions into signed cursor strings and back, rejecting anything not ours."""
+    """Turns positions into sealed cursor strings and back, refusing anything not ours.
 
-    def __init__(self, secret: str | bytes, *, max_length: int = MAX_CURSOR_LENGTH):
-        if not secret:
-            raise ValueError("a cursor secret is required")
+    New cursors are sealed with `secret`; `decode` also opens cursors sealed with any of
+    `fallbacks` (older secrets, newest first), so rotating the secret loses no reader's place.
+    """
+
+    def __init__(
+        self,
+        secret: str | bytes,
+        *,
+        fallbacks: Sequence[str | bytes] = (),
+        max_length: int = MAX_CURSOR_LENGTH,
+    ):
+        if isinstance(fallbacks, (str, bytes)):
+            raise TypeError("fallbacks is a sequence of secrets, not one secret")
         self.max_length = max_length
-        self._signer = Signer(secret, salt="pagination.cursor", digest_method=hashlib.sha256, sep=".")
+        self._sealer = _cipher(secret)
+        self._openers = (self._sealer, *(_cipher(s) for s in fallbacks))
 
     def encode(self, position: Position) -> str:
+        code = _DIRECTION_CODES[position.direction]
         payload = [
-            CURSOR_VERSION,
             position.sort,
-            _DIRECTION_CODES[position.direction],
+            code.upper() if position.inclusive else code,
             position.filters,
-            int(position.inclusive),
-            [_encode_value(v) for v in position.keys],
+            [part for v in position.keys for part in _encode_value(v)],
+            _meta(position.meta),
         ]
-        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-        cursor = self._signer.sign(_b64encode(data)).decode()
+        plain = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        nonce = os.urandom(_NONCE_BYTES)
+        cursor = _b64encode(_HEADER + nonce + self._sealer.encrypt(nonce, plain, _HEADER))
         if len(cursor) > self.max_length:
-            # Only long text keys get here; the app bounds the columns it sorts by.
-            raise ValueError(f"cursor would be {len(cursor)} characters, over the {self.max_length} limit")
+            # A server-side limit, not the client's fault: the sort's key values are too long.
+            raise CursorTooLong(
+                f"cursor for sort {position.sort!r} would be {len(cursor)} characters, over the "
+                f"{self.max_length} limit: its key values are too long (bound the sort's text "
+                "columns, or give the CursorCodec a larger max_length)"
+            )
         return cursor
 
     def decode(self, cursor: str) -> Position:
@@ -158,33 +212,41 @@ class CursorCodec:
             raise InvalidCursor("cursor is empty")
         if len(cursor) > self.max_length:
             raise InvalidCursor(f"cursor is longer than {self.max_length} characters")
+        if _SIGNED_CURSOR.fullmatch(cursor):
+            raise InvalidCursor(_OLDER)
         if not _CURSOR_CHARS.fullmatch(cursor):
-            raise InvalidCursor("cursor is malformed: use it exactly as the server sent it")
-        signature = cursor.rpartition(".")[2]
-        if not _canonical_base64(signature):
-            # Base64's last character has spare bits: refuse the aliases of a real signature,
-            # so that every altered character makes the cursor invalid.
-            raise InvalidCursor("cursor is malformed: use it exactly as the server sent it")
+            raise InvalidCursor(_MALFORMED)
         try:
-            encoded = self._signer.unsign(cursor).decode()
-        except BadSignature:
-            raise InvalidCursor(
-                "cursor signature does not match: it was altered or issued by another server"
-            ) from None
+            raw = _b64decode(cursor)
+        except (binascii.Error, ValueError):
+            raise InvalidCursor(_MALFORMED) from None
+        # Base64's last character has spare bits: refuse the aliases of a real cursor, so that
+        # every altered character makes the cursor invalid.
+        if _b64encode(raw) != cursor or len(raw) < 1 + _NONCE_BYTES + _TAG_BYTES:
+            raise InvalidCursor(_MALFORMED)
+        if raw[:1] != _HEADER:
+            raise InvalidCursor(_OLDER)
+        nonce, sealed = raw[1 : 1 + _NONCE_BYTES], raw[1 + _NONCE_BYTES :]
+        plain = self._open(nonce, sealed)
         try:
-            payload = json.loads(_b64decode(encoded))
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            raise InvalidCursor("cursor is malformed: use it exactly as the server sent it") from None
-        if not isinstance(payload, list) or not payload or payload[0] != CURSOR_VERSION:
-            raise InvalidCursor("cursor is from an older version: start again from the first page")
-        try:
-            _, sort, direction, filters, inclusive, keys = payload
+            sort, direction, filters, keys, meta = json.loads(plain)
+            if not isinstance(keys, list) or len(keys) % 2:
+                raise ValueError(keys)
             return Position(
                 sort=str(sort),
                 direction=_DIRECTIONS[direction],
                 filters=str(filters),
-                keys=tuple(_decode_value(tag, text) for tag, text in keys),
-                inclusive=bool(inclusive),
+                keys=tuple(_decode_value(tag, text) for tag, text in zip(keys[::2], keys[1::2], strict=True)),
+                inclusive=direction.isupper(),
+                meta=_meta(meta),
             )
         except (KeyError, TypeError, ValueError, InvalidOperation):
-            raise InvalidCursor("cursor is malformed: use it exactly as the server sent it") from None
+            raise InvalidCursor(_MALFORMED) from None
+
+    def _open(self, nonce: bytes, sealed: bytes) -> bytes:
+        for cipher in self._openers:
+            try:
+                return cipher.decrypt(nonce, sealed, _HEADER)
+            except InvalidTag:
+                continue
+        raise InvalidCursor("cursor seal does not match: it was altered or issued by another server")

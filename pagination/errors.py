@@ -2,10 +2,14 @@
 
 ValueError
  └── PaginationError          anything a client sent that cannot be paged
-      ├── InvalidCursor       not one of our cursors: malformed, bad signature, too long, old version
-      └── CursorMismatch      one of our cursors, given with another sort, direction or filters
+      ├── InvalidCursor       not one of our cursors: malformed, altered, too long, old version
+      ├── CursorMismatch      one of our cursors, given with another sort, direction or filters
+      └── InvalidPosition     start_at() values the sort's columns cannot hold
 ValueError
- └── KeysetError              a sort definition that cannot page correctly (a programming error)
+ └── KeysetError              a sort or statement that cannot be paged correctly (a programming error)
+      └── CursorTooLong       a row's key values too long for a cursor (the server's data, not the client)
+
+An app maps PaginationError to a client error (400). KeysetError is the server's: a 500.
 """
 
 
@@ -21,5 +25,13 @@ class CursorMismatch(PaginationError):
     """A genuine cursor used with a different sort, direction or filters than it was made for."""
 
 
+class InvalidPosition(PaginationError):
+    """A value given to start_at() that its column could not hold; the message names it."""
+
+
 class KeysetError(ValueError):
-    """A keyset definition that would not give a total, stable order."""
+    """A sort or statement that would not give a total, stable order; the message says why."""
+
+
+class CursorTooLong(KeysetError):
+    """A row's key values do not fit in a cursor of the codec's max_length."""

@@ -8,7 +8,7 @@ so inserts and deletes elsewhere in the table cannot shift it, and the database 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -19,7 +19,7 @@ from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import ColumnElement, UnaryExpression
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
-from .errors import CursorMismatch, InvalidCursor, KeysetError, PaginationError
+from .errors import CursorMismatch, InvalidCursor, InvalidPosition, KeysetError, PaginationError
 
 # Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
 # "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it, see docs/design.md.
@@ -91,8 +91,9 @@ class Keyset:
         return part
 
     def bind(self, keys: Sequence[Any]) -> dict[str, Any]:
-        """Execution parameters that put `keys` in the clauses of `seek` and `at_keys`."""
-        return {p.key: v for p, v in zip(self._key_params, keys, strict=True)}
+        """Execution parameters that put `keys` (all of them, or a prefix for `seek`) in the
+        clauses of `seek` and `at_keys`."""
+        return {p.key: v for p, v in zip(self._key_params, keys, strict=False)}
 
     def __repr__(self) -> str:
         terms = ", ".join(f"{c.expr.name} {'desc' if c.descending else 'asc'}" for c in self.columns)
@@ -120,10 +121,12 @@ class Keyset:
         )
 
     def seek(
-        self, *, backward: bool = False, inclusive: bool = False, dialect: str = ""
+        self, *, backward: bool = False, inclusive: bool = False, dialect: str = "", depth: int = 0
     ) -> ColumnElement[bool]:
         """Rows after the bound keys (`bind(keys)`) in this order (before, when `backward`);
-        with `inclusive`, the row at the keys too.
+        with `inclusive`, the row at the keys too. With `depth`, only the first `depth` columns
+        are compared (a prefix position, see start_at()): every row whose prefix lies past the
+        bound one, and with `inclusive` every row that shares it.
 
         The form is chosen so that each engine reads an index range (measured in the design doc):
         - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
@@ -132,12 +135,14 @@ class Keyset:
           ``a <= :a AND (a < :a OR (a = :a AND b < :b))``: the bound gives the range, the OR
           only filters the rows that tie on the first column.
         """
+        depth = depth or len(self.columns)
         return self._cached(
-            ("seek", backward, inclusive, dialect), lambda: self._seek(backward, inclusive, dialect)
+            ("seek", backward, inclusive, dialect, depth),
+            lambda: self._seek(backward, inclusive, dialect, depth),
         )
 
-    def _seek(self, backward: bool, inclusive: bool, dialect: str) -> ColumnElement[bool]:
-        values = self._key_params
+    def _seek(self, backward: bool, inclusive: bool, dialect: str, depth: int) -> ColumnElement[bool]:
+        columns, values = self.columns[:depth], self._key_params[:depth]
 
         def later(column: _Column, value: Any, or_equal: bool) -> ColumnElement[bool]:
             smaller = column.descending != backward
@@ -145,20 +150,20 @@ class Keyset:
                 return column.expr <= value if or_equal else column.expr < value
             return column.expr >= value if or_equal else column.expr > value
 
-        same_direction = len({c.descending for c in self.columns}) == 1
-        if dialect in _ROW_VALUE_DIALECTS and same_direction and len(self.columns) > 1:
-            row = _Column(tuple_(*(c.expr for c in self.columns)), self.columns[0].descending)
+        same_direction = len({c.descending for c in columns}) == 1
+        if dialect in _ROW_VALUE_DIALECTS and same_direction and len(columns) > 1:
+            row = _Column(tuple_(*(c.expr for c in columns)), columns[0].descending)
             return later(row, tuple_(*values), inclusive)
 
-        last = len(self.columns) - 1
+        last = len(columns) - 1
         branches = []
-        for i, (column, value) in enumerate(zip(self.columns, values, strict=True)):
-            ties = [c.expr == v for c, v in zip(self.columns[:i], values[:i], strict=True)]
+        for i, (column, value) in enumerate(zip(columns, values, strict=True)):
+            ties = [c.expr == v for c, v in zip(columns[:i], values[:i], strict=True)]
             branches.append(and_(*ties, later(column, value, inclusive and i == last)))
         expanded = or_(*branches)
         if last == 0:
             return expanded
-        return and_(later(self.columns[0], values[0], True), expanded)
+        return and_(later(columns[0], values[0], True), expanded)
 
     def check(self, position: Position, *, direction: str, filters: str) -> None:
         """Refuse a cursor made for another sort, direction or filters."""
@@ -174,35 +179,78 @@ class Keyset:
             )
         if position.filters != filters:
             raise CursorMismatch("cursor was made for other filters: start again from the first page")
-        if len(position.keys) != len(self.columns):
+        # Only an inclusive position (start_at(), or the way back from an empty page) may hold
+        # a prefix of the key; every cursor made from a row holds all of it.
+        n = len(position.keys)
+        if not (n == len(self.columns) or (position.inclusive and 1 <= n < len(self.columns))):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
-        for column, value in zip(self.columns, position.keys, strict=True):
-            if not _fits(column.expr.type, value):
+        for column, value in zip(self.columns, position.keys, strict=False):
+            if _misfit(column.expr.type, value) is not None:
                 raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
 
+    def describe(self, i: int) -> str:
+        column = self.columns[i].expr
+        return f"{getattr(column, 'name', None) or column} ({column.type})"
 
-def _fits(type_: Any, value: Any) -> bool:
-    """Could `value` be a value of a column of `type_`? Refuses, before the database sees it,
-    a key the column cannot hold (it would fail while binding, or overflow in the server)."""
+
+def _misfit(type_: Any, value: Any) -> str | None:
+    """Why `value` could not be a value of a column of `type_` (None when it could). Refuses,
+    before the database sees it, a key the column cannot hold (it would fail while binding,
+    or overflow in the server)."""
     impl = getattr(type_, "impl_instance", None) or type_  # a TypeDecorator's underlying type
     try:
         expected = type_.python_type
     except NotImplementedError:
-        return True
+        return None
     if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-        return False
+        return f"a {type(value).__name__}, where a {expected.__name__} is needed"
     if isinstance(value, dt.datetime) and getattr(impl, "timezone", False) and value.tzinfo is None:
-        return False
+        return "a time without a timezone, for a timezone-aware column"
     if isinstance(impl, Integer) and isinstance(value, int):
         bits = 63 if isinstance(impl, BigInteger) else 31
-        return -(2**bits) <= value < 2**bits
+        if not -(2**bits) <= value < 2**bits:
+            return f"out of range for a {bits + 1}-bit integer"
     if isinstance(impl, Numeric) and isinstance(value, Decimal) and impl.precision is not None:
         whole_digits = impl.precision - (impl.scale or 0)
-        return value.is_finite() and abs(value) < Decimal(10) ** whole_digits
+        if not (value.is_finite() and abs(value) < Decimal(10) ** whole_digits):
+            return f"out of range for NUMERIC({impl.precision}, {impl.scale or 0})"
     if isinstance(impl, String) and isinstance(value, str):
         # No engine keeps NUL in text (PostgreSQL refuses it outright), so no row has one.
-        return "\x00" not in value and (impl.length is None or len(value) <= impl.length)
-    return True
+        if "\x00" in value:
+            return "text with a NUL character"
+        if impl.length is not None and len(value) > impl.length:
+            return f"longer than {impl.length} characters"
+    return None
+
+
+def start_at(
+    keyset: Keyset,
+    values: Sequence[Any],
+    *,
+    codec: CursorCodec,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> str:
+    """An `after` cursor at key values rather than at a row: the page it opens starts at the
+    first row at or past `values` in the sort's order (a jump to a date, an amount, a name).
+
+    `values` may be a prefix of the sort's columns (``["Ana"]`` for customer, id): it then
+    matches every row sharing it. The page has a `prev_cursor` when rows lie before it, so the
+    reader scrolls both ways from there. Raises InvalidPosition (a PaginationError) naming the
+    value a column could not hold.
+    """
+    values = tuple(values)
+    if not 1 <= len(values) <= len(keyset.columns):
+        raise InvalidPosition(
+            f"sort {keyset.name!r} takes 1 to {len(keyset.columns)} values, "
+            f"not {len(values)}: {list(values)!r}"
+        )
+    for i, value in enumerate(values):
+        why = _misfit(keyset.columns[i].expr.type, value)
+        if why is not None:
+            raise InvalidPosition(f"{value!r} cannot be a value of {keyset.describe(i)}: {why}")
+    position = Position(keyset.name, AFTER, filters_fingerprint(filters), values, True, dict(meta or {}))
+    return codec.encode(position)
 
 
 @dataclass
@@ -252,7 +300,9 @@ def _page_statement(
     keyed = stmt.add_columns(*keyset.key_labels())
     params: dict[str, Any] = {}
     if keys is not None:
-        keyed = keyed.where(keyset.seek(backward=backward, inclusive=inclusive, dialect=dialect))
+        keyed = keyed.where(
+            keyset.seek(backward=backward, inclusive=inclusive, dialect=dialect, depth=len(keys))
+        )
         if flag_keys_row:
             keyed = keyed.add_columns(keyset.at_keys().label("_keyset_at"))
         params = keyset.bind(keys)
@@ -361,7 +411,9 @@ def _exists(
     """One index probe: is there any row past `keys` in that direction?"""
     probe = (
         stmt.with_only_columns(keyset.columns[-1].expr, maintain_column_froms=True)
-        .where(keyset.seek(backward=backward, inclusive=inclusive, dialect=_dialect(session)))
+        .where(
+            keyset.seek(backward=backward, inclusive=inclusive, dialect=_dialect(session), depth=len(keys))
+        )
         .order_by(None)
         .order_by(*keyset.order_by(backward=backward))
         .limit(1)
@@ -378,12 +430,15 @@ def paginate(
     codec: CursorCodec,
     after: str | None = None,
     before: str | None = None,
-    filters: dict[str, Any] | None = None,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
 ) -> Page:
     """One page of `stmt` in `keyset` order: the first page, or the page `after`/`before` a cursor.
 
     `filters` are the user-facing filters already applied to `stmt`; their fingerprint is bound
-    into the cursors so a cursor cannot be replayed against other filters.
+    into the cursors so a cursor cannot be replayed against other filters. `meta` (text to
+    text, e.g. the WAL position the page was read at) is sealed into every cursor the page
+    returns, unchecked here; `codec.decode(cursor).meta` gives it back.
     Raises InvalidCursor or CursorMismatch (both ValueError) for a cursor the client should not send.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -399,8 +454,10 @@ def paginate(
         keyset.check(position, direction=direction, filters=fingerprint)
     backward = direction == BEFORE
 
+    stamp = dict(meta or {})
+
     def make(keys: Sequence[Any], side: str, inclusive: bool = False) -> str:
-        return codec.encode(Position(keyset.name, side, fingerprint, tuple(keys), inclusive))
+        return codec.encode(Position(keyset.name, side, fingerprint, tuple(keys), inclusive, stamp))
 
     # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
     # cursor page the read starts at the cursor's own row: when it is still there (nearly
@@ -454,16 +511,18 @@ def iterate(
     batch_size: int,
     codec: CursorCodec | None = None,
     after: str | None = None,
-    filters: dict[str, Any] | None = None,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
 ) -> Iterator[Batch]:
     """Walk all of `stmt` in `keyset` order, `batch_size` rows per query, in constant memory.
 
     Each batch carries the `after` cursor that resumes right behind it (when a codec is given),
-    so an interrupted export can continue where it stopped.
+    so an interrupted export can continue where it stopped; `meta` is sealed into it.
     """
     if batch_size < 1:
         raise PaginationError("batch_size must be a positive integer")
     fingerprint = filters_fingerprint(filters)
+    stamp = dict(meta or {})
     keys: Sequence[Any] | None = None
     inclusive = False
     if after is not None:
@@ -479,7 +538,7 @@ def iterate(
         keys, inclusive = rows.keys(-1), False
         cursor = None
         if codec is not None:
-            cursor = codec.encode(Position(keyset.name, AFTER, fingerprint, tuple(keys)))
+            cursor = codec.encode(Position(keyset.name, AFTER, fingerprint, tuple(keys), False, stamp))
         yield Batch(items=rows.items(), cursor=cursor)
         if len(rows) < batch_size:
             return

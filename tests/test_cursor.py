@@ -1,9 +1,13 @@
-"""Cursors: every key type round-trips exactly; anything altered, foreign or oversized is refused."""
+"""Cursors: every key type round-trips exactly; they are sealed (nothing readable); anything
+altered, foreign, old or oversized is refused; older secrets still open cursors."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
+import json
+import os
 import uuid
 from decimal import Decimal
 
@@ -18,6 +22,7 @@ from pagination import (
     MAX_CURSOR_LENGTH,
     CursorCodec,
     CursorMismatch,
+    CursorTooLong,
     InvalidCursor,
     Keyset,
     KeysetError,
@@ -48,11 +53,27 @@ VALUES = [
     0.1,
     uuid.UUID("12345678-1234-5678-1234-567812345678"),
     True,
+    b"\x00\xffbytes",
 ]
 
 
-def make(keys, sort="newest", direction=AFTER, filters=None, inclusive=False):
-    return codec.encode(Position(sort, direction, filters_fingerprint(filters), tuple(keys), inclusive))
+def make(keys, sort="newest", direction=AFTER, filters=None, inclusive=False, meta=None):
+    position = Position(sort, direction, filters_fingerprint(filters), tuple(keys), inclusive, meta or {})
+    return codec.encode(position)
+
+
+def seal(plain: bytes, version: int = 2) -> str:
+    """A cursor sealed with the test secret around any plaintext (what only the server can do)."""
+    header, nonce = bytes([version]), os.urandom(12)
+    return _b64(header + nonce + codec._sealer.encrypt(nonce, plain, header))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
@@ -69,25 +90,65 @@ def test_every_key_type_round_trips_exactly(value):
 
 
 def test_cursor_is_url_safe_short_and_carries_everything():
+    meta = {"lsn": "0/3000060"}
     cursor = make(
-        [VALUES[0], 2**63 - 1], sort="amount", direction=BEFORE, filters={"status": "paid"}, inclusive=True
+        [VALUES[0], 2**63 - 1],
+        sort="amount",
+        direction=BEFORE,
+        filters={"status": "paid"},
+        inclusive=True,
+        meta=meta,
     )
     assert len(cursor) <= MAX_CURSOR_LENGTH
-    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
     position = codec.decode(cursor)
     assert position == Position(
-        "amount", BEFORE, filters_fingerprint({"status": "paid"}), (VALUES[0], 2**63 - 1), True
+        "amount", BEFORE, filters_fingerprint({"status": "paid"}), (VALUES[0], 2**63 - 1), True, meta
     )
+    assert position.meta == meta and isinstance(position.meta, dict)
+    assert codec.decode(make([VALUES[0], 1])).meta == {}
 
 
-def test_longest_customer_cursor_fits_in_512_characters():
-    # The customer column holds at most 64 characters; 4-byte characters are the worst case.
-    cursor = make(["🎉" * 64, 2**63 - 1], sort="customer", filters={"status": "cancelled"})
+def test_cursor_is_sealed_nothing_in_it_is_readable():
+    name = "Sofia Cardoso"
+    cursor = make([name, 424242], sort="customer", filters={"status": "paid"}, meta={"lsn": "0/3000060"})
+    raw = _unb64(cursor)
+    for secret in (name, "customer", "424242", "0/3000060", filters_fingerprint({"status": "paid"})):
+        assert secret.encode() not in raw
+        assert secret not in cursor
+    # A fresh nonce per cursor: the same position twice gives two unrelated strings.
+    assert make([name, 1]) != make([name, 1])
+
+
+def test_longest_app_cursor_fits_in_512_characters():
+    # The app's customer column holds at most 64 characters; 4-byte characters are the worst case.
+    cursor = make(
+        ["🎉" * 64, 2**63 - 1],
+        sort="customer",
+        filters={"status": "cancelled"},
+        meta={"lsn": "FFFFFFFF/FFFFFFFF"},
+    )
+    assert len(cursor) <= 512
+
+
+def test_a_string_255_key_of_4_byte_characters_fits_under_the_cap():
+    cursor = make(["🎉" * 255, 2**63 - 1], sort="customer", filters={"status": "cancelled"})
     assert len(cursor) <= MAX_CURSOR_LENGTH
+    assert codec.decode(cursor).keys[0] == "🎉" * 255
+
+
+def test_a_key_too_long_for_any_cursor_is_a_server_error_not_a_client_one():
+    with pytest.raises(CursorTooLong, match="max_length") as caught:
+        make(["x" * MAX_CURSOR_LENGTH, 1], sort="customer")
+    assert not isinstance(caught.value, PaginationError)  # an app maps those to a 400
+    assert isinstance(caught.value, KeysetError)
+    bigger = CursorCodec(SECRET, max_length=4 * MAX_CURSOR_LENGTH)
+    position = Position("customer", AFTER, "", ("x" * MAX_CURSOR_LENGTH, 1))
+    assert bigger.decode(bigger.encode(position)) == position
 
 
 def test_every_single_character_change_is_refused():
-    cursor = make([VALUES[0], 123456])
+    cursor = make([VALUES[0], 123456], meta={"lsn": "0/1"})
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
     for i, original in enumerate(cursor):
         for replacement in alphabet:
@@ -117,7 +178,8 @@ def test_every_truncation_is_refused():
         "a.",
         ".a",
         "\x00\x01",
-        "WzEsIm5ld2VzdCJd",  # a payload without a signature
+        "WzEsIm5ld2VzdCJd",  # a version 1 payload without its signature
+        "Ag",  # the version byte alone
     ],
     ids=repr,
 )
@@ -127,52 +189,92 @@ def test_garbage_is_refused_with_invalid_cursor(garbage):
 
 
 def test_reencoded_cursor_is_refused():
-    cursor = make([VALUES[0], 1])
-    payload, signature = cursor.split(".")
-    padded = payload + "=" * (-len(payload) % 4) + "." + signature
-    standard = base64.b64encode(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))).decode()
-    for variant in (padded, standard + "." + signature, cursor.replace("-", "%2D"), cursor + "\n"):
-        if variant != cursor:
-            with pytest.raises(InvalidCursor):
-                codec.decode(variant)
+    cursors = [make([VALUES[0], i]) for i in range(20)]
+    for cursor in cursors:
+        raw = _unb64(cursor)
+        variants = (
+            cursor + "=" * (-len(cursor) % 4 or 4),  # padded
+            base64.b64encode(raw).decode(),  # standard alphabet
+            cursor.replace("-", "%2D"),
+            cursor + "\n",
+            " " + cursor,
+            base64.b32encode(raw).decode(),
+        )
+        for variant in variants:
+            if variant != cursor:
+                with pytest.raises(InvalidCursor):
+                    codec.decode(variant)
 
 
-def test_cursor_signed_with_another_secret_is_refused():
+def test_cursor_sealed_with_another_secret_is_refused():
     foreign = CursorCodec("another-secret-another-secret-0000").encode(
         Position("newest", AFTER, filters_fingerprint(None), (VALUES[0], 1))
     )
-    with pytest.raises(InvalidCursor, match="signature"):
+    with pytest.raises(InvalidCursor, match="seal does not match"):
         codec.decode(foreign)
 
 
+def test_fallback_secrets_open_old_cursors_and_never_make_new_ones():
+    old, older = "old-secret-old-secret-old-secret-0", "older-secret-older-secret-older-0"
+    position = Position("newest", AFTER, filters_fingerprint(None), (VALUES[0], 1), meta={"lsn": "0/1"})
+    by_old, by_older = CursorCodec(old).encode(position), CursorCodec(older).encode(position)
+    rotated = CursorCodec(SECRET, fallbacks=[old, older.encode()])
+    assert rotated.decode(by_old) == position
+    assert rotated.decode(by_older) == position
+    # New cursors use the current secret only: a server that knows only the old one refuses them.
+    with pytest.raises(InvalidCursor, match="seal"):
+        CursorCodec(old).decode(rotated.encode(position))
+    assert codec.decode(rotated.encode(position)) == position
+    with pytest.raises(InvalidCursor, match="seal"):
+        codec.decode(by_old)  # without the fallback, the old cursor is foreign
+    with pytest.raises(TypeError):
+        CursorCodec(SECRET, fallbacks=old)  # one string is not a list of secrets
+    with pytest.raises(ValueError):
+        CursorCodec(SECRET, fallbacks=[""])
+
+
+def test_signed_cursor_of_the_previous_version_is_refused_as_older():
+    # What version 1 issued: base64url(JSON) "." HMAC-SHA256 by itsdangerous, readable by anyone.
+    from itsdangerous import Signer
+
+    signer = Signer(SECRET, salt="pagination.cursor", digest_method=hashlib.sha256, sep=".")
+    payload = _b64(json.dumps([1, "newest", "a", filters_fingerprint(None), 0, [["i", "1"]]]).encode())
+    old = signer.sign(payload).decode()
+    with pytest.raises(InvalidCursor, match="older version"):
+        codec.decode(old)
+
+
 def test_cursor_of_another_version_is_refused():
-    import json
-
-    from pagination.cursor import _b64encode
-
-    payload = _b64encode(json.dumps([99, "newest", "a", "x", 0, []]).encode())
-    forged = codec._signer.sign(payload).decode()  # validly signed, wrong version
-    with pytest.raises(InvalidCursor, match="version"):
-        codec.decode(forged)
+    plain = codec.encode(Position("newest", AFTER, "x", (1,)))
+    inner = codec._sealer.decrypt(_unb64(plain)[1:13], _unb64(plain)[13:], b"\x02")
+    for version in (0, 1, 3, 99, 255):
+        with pytest.raises(InvalidCursor, match="version"):
+            codec.decode(seal(inner, version))
 
 
-def test_signed_but_malformed_payloads_are_refused():
-    import json
-
-    from pagination.cursor import _b64encode
-
+def test_sealed_but_malformed_payloads_are_refused():
+    assert codec.decode(seal(json.dumps(["newest", "A", "x", ["i", "1"], {}]).encode())).inclusive
     for payload in (
-        [1, "newest", "a", "x", 0, [["i", "1.5"]]],
-        [1, "newest", "a", "x", 0, [["t", "yesterday"]]],
-        [1, "newest", "a", "x", 0, [["d", "NaN"]]],
-        [1, "newest", "q", "x", 0, []],
-        [1, "newest"],
+        ["newest", "a", "x", ["i", "1.5"], {}],
+        ["newest", "a", "x", ["t", "yesterday"], {}],
+        ["newest", "a", "x", ["d", "NaN"], {}],
+        ["newest", "a", "x", ["?", "1"], {}],
+        ["newest", "a", "x", ["i"], {}],
+        ["newest", "a", "x", [["i", "1"]], {}],
+        ["newest", "a", "x", "i1", {}],
+        ["newest", "q", "x", [], {}],
+        ["newest", "a", "x", [], {"lsn": 5}],
+        ["newest", "a", "x", [], []],
+        ["newest", "a", "x", 0, [], {}],
+        ["newest"],
         {"v": 1},
         "text",
     ):
-        forged = codec._signer.sign(_b64encode(json.dumps(payload).encode())).decode()
-        with pytest.raises(InvalidCursor):
-            codec.decode(forged)
+        with pytest.raises(InvalidCursor, match="malformed"):
+            codec.decode(seal(json.dumps(payload).encode()))
+    for plain in (b"\xff\xfe", b"", b"[1,"):
+        with pytest.raises(InvalidCursor, match="malformed"):
+            codec.decode(seal(plain))
 
 
 @settings(max_examples=500)

@@ -2,9 +2,9 @@
 
 Query strings are built raw (duplicated parameters, both `after` and `before`, non-UTF-8
 percent-escapes, huge values) and sent to every list endpoint: the JSON API, the full page,
-the htmx fragment, the new-orders banner and the CSV export. Cursors are genuine ones signed
+the htmx fragment, the new-orders banner and the CSV export. Cursors are genuine ones sealed
 with the app's key (random in-range positions), mutated ones (bit flips, truncation,
-re-encoding, swapped signatures), ones signed with another key, and junk. An independent
+re-encoding, swapped tags), ones sealed with another key, and junk. An independent
 oracle decides the answer: 200 when every parameter is valid, else 400 with one of the codes
 of the problems present. Bodies for POST /api/orders get 201, 413, 415 or 422 only.
 
@@ -151,7 +151,10 @@ def _unb64(text: str) -> bytes:
 def mutated(draw: st.DrawFn) -> str:
     """A genuine cursor changed in one of the ways a client, a proxy or an attacker would."""
     cursor, _ = draw(genuine())
-    payload, _, signature = cursor.rpartition(".")
+    # A sealed cursor is base64url(version, nonce, ciphertext, 16-byte tag): the tag plays the
+    # part a signature played in signed cursors.
+    raw = _unb64(cursor)
+    payload, signature = raw[:-16], raw[-16:]
     i = draw(st.integers(0, len(cursor) - 1))
     how = draw(
         st.sampled_from(
@@ -166,7 +169,7 @@ def mutated(draw: st.DrawFn) -> str:
                 "padded",
                 "payload_bit",
                 "signature_bit",
-                "reformatted_json",
+                "version_byte",
                 "other_signature",
                 "no_signature",
                 "doubled",
@@ -192,25 +195,22 @@ def mutated(draw: st.DrawFn) -> str:
     elif how == "standard_base64":
         result = cursor.replace("-", "+").replace("_", "/")
     elif how == "padded":
-        result = payload + "=" * (-len(payload) % 4 or 4) + "." + signature
+        result = cursor + "=" * (-len(cursor) % 4 or 4)
     elif how == "payload_bit":
-        data = bytearray(_unb64(payload))
+        data = bytearray(payload)
         data[i % len(data)] ^= 1 << draw(st.integers(0, 7))
-        result = _b64(bytes(data)) + "." + signature
+        result = _b64(bytes(data) + signature)
     elif how == "signature_bit":
-        sig = bytearray(_unb64(signature))
+        sig = bytearray(signature)
         sig[i % len(sig)] ^= 1 << draw(st.integers(0, 7))
-        result = payload + "." + _b64(bytes(sig))
-    elif how == "reformatted_json":
-        data = json.dumps(
-            json.loads(_unb64(payload)), ensure_ascii=True, indent=draw(st.sampled_from([None, 1]))
-        )
-        result = _b64(data.encode()) + "." + signature
+        result = _b64(payload + bytes(sig))
+    elif how == "version_byte":
+        result = _b64(bytes([draw(st.integers(0, 255).filter(lambda v: v != raw[0]))]) + raw[1:])
     elif how == "other_signature":
         other, _ = draw(genuine())
-        result = payload + "." + other.rpartition(".")[2]
+        result = _b64(payload + _unb64(other)[-16:])
     elif how == "no_signature":
-        result = payload
+        result = _b64(payload)
     elif how == "doubled":
         result = cursor + draw(st.sampled_from(["", "."])) + cursor
     elif how == "percent_literal":
@@ -218,10 +218,10 @@ def mutated(draw: st.DrawFn) -> str:
     elif how == "whitespace":
         result = draw(st.sampled_from([" ", "\t", "\n", "\u00a0"])) + cursor
     else:  # signature_alias: same bytes, other spare bits in the last base64 character
-        last = signature[-1]
+        last = cursor[-1]
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         index = alphabet.index(last)
-        result = payload + "." + signature[:-1] + alphabet[index ^ draw(st.integers(1, 3))]
+        result = cursor[:-1] + alphabet[index ^ draw(st.integers(1, 3))]
     assume(result != cursor)
     return result
 
@@ -693,7 +693,7 @@ def odd_cursors(draw: st.DrawFn) -> tuple[str, str]:
     position = Position(sort, AFTER, filters_fingerprint({"status": None}), tuple(keys), draw(st.booleans()))
     try:
         return sort, CODEC.encode(position)
-    except ValueError:  # longer than 512 characters: the codec refuses to make it
+    except ValueError:  # too long: the codec refuses to make it (CursorTooLong)
         assume(False)
         raise
 

@@ -15,7 +15,7 @@ from orders.db import make_engine, migrate
 from orders.listing import ListRequest
 from orders.models import SORTS
 from orders.seed import seed_orders
-from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint, paginate
+from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint, paginate, start_at
 
 from .databases import ENGINES, throwaway_database
 
@@ -121,7 +121,13 @@ CASES = [
     ("amount", None, AFTER),
     ("customer", None, AFTER),
     ("newest", "paid", AFTER),
+    # A jump to a value (start_at): the prefix predicate on the first column alone, and the
+    # probe for a previous row, each an index range.
+    ("newest", None, "start_at"),
+    ("customer", None, "start_at"),
+    ("amount", None, "start_at"),
 ]
+START_AT = "start_at"
 
 
 @pytest.mark.parametrize(("sort", "status", "direction"), CASES)
@@ -139,7 +145,11 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
         keys = tuple(session.execute(position_stmt).one())
     codec = CursorCodec("plan-test-secret-plan-test-secret")
     filters = {"status": status}
-    cursor = codec.encode(Position(sort, direction, filters_fingerprint(filters), keys))
+    jump = direction == START_AT
+    if jump:
+        cursor, direction = start_at(keyset, keys[:1], codec=codec, filters=filters), AFTER
+    else:
+        cursor = codec.encode(Position(sort, direction, filters_fingerprint(filters), keys))
 
     def run() -> None:
         with Session(big) as session:
@@ -149,7 +159,9 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
             assert len(page.items) == LIMIT and page.has_more and page.has_previous
 
     statements = statements_of(big, run)
-    assert len(statements) == 1  # the cursor's row, the page and one more row: one round trip
+    # A row's cursor: the cursor's row, the page and one more row, one round trip. A position
+    # at values has no row of its own to prove a previous one: one probe more.
+    assert len(statements) == (2 if jump else 1)
     for sql, params in statements:
         plan = CHECKS[big.dialect.name](big, sql, params, status is not None)
         with capsys.disabled():
