@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask
 
-from orders import api, cli, db, errors, openapi, web
+from orders import api, cli, db, errors, openapi, replicas, web
 from pagination import CursorCodec
 
 MIN_SECRET_LENGTH = 32
@@ -36,10 +36,21 @@ def _dev_secret(instance: Path) -> str:
 
 def _config_from_env() -> dict[str, Any]:
     config: dict[str, Any] = {}
-    for name in ("DATABASE_URL", "SECRET_KEY"):
+    for name in ("DATABASE_URL", "SECRET_KEY", "DATABASE_REPLICA_URLS"):
         if os.environ.get(name):
             config[name] = os.environ[name]
-    for name in ("PAGE_SIZE", "AUTO_PAGES", "NEW_ORDERS_POLL_SECONDS", "STATEMENT_TIMEOUT_MS"):
+    if os.environ.get("SECRET_KEY_FALLBACKS"):
+        # Flask 3.1's name; a list there, comma-separated here.
+        config["SECRET_KEY_FALLBACKS"] = [
+            key.strip() for key in os.environ["SECRET_KEY_FALLBACKS"].split(",") if key.strip()
+        ]
+    for name in (
+        "PAGE_SIZE",
+        "AUTO_PAGES",
+        "NEW_ORDERS_POLL_SECONDS",
+        "STATEMENT_TIMEOUT_MS",
+        "REPLICA_MAX_LAG_MS",
+    ):
         if os.environ.get(name):
             config[name] = int(os.environ[name])
     config["PRODUCTION"] = os.environ.get("APP_ENV") == "production"
@@ -55,6 +66,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         AUTO_PAGES=5,
         NEW_ORDERS_POLL_SECONDS=15,
         STATEMENT_TIMEOUT_MS=5000,
+        DATABASE_REPLICA_URLS="",  # PostgreSQL standbys for list reads (orders/replicas.py)
+        REPLICA_MAX_LAG_MS=1000,  # how stale a first page read on a replica may be
         MAX_CONTENT_LENGTH=16 * 1024,  # an order is a few hundred bytes; larger bodies get 413
         PRODUCTION=False,
     )
@@ -68,6 +81,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.extensions["cursor_codec"] = CursorCodec(app.config["SECRET_KEY"])
 
     db.init_app(app)
+    replicas.init_app(app)
     errors.init_app(app)
     cli.init_app(app)
     app.register_blueprint(web.bp)

@@ -1,0 +1,439 @@
+"""Read routing to PostgreSQL streaming replicas, without ever letting a walk go back in time.
+
+`DATABASE_URL` is the primary and takes every write. `DATABASE_REPLICA_URLS` (comma-separated) are
+hot standbys that serve the list reads: the HTML list and its fragments, `GET /api/orders`, the
+new-orders poll and the CSV export. Without replicas, or on SQLite or MariaDB (which have no WAL
+position to compare), nothing here is switched on and the app reads and writes the one database.
+
+The rule that keeps keyset pagination's promise across lagging replicas:
+
+- Every page is read in one REPEATABLE READ transaction whose first statement reads the node's
+  WAL position (`pg_last_wal_replay_lsn()` on a standby, `pg_current_wal_lsn()` on the primary).
+  That statement fixes the transaction's snapshot *before* the function is evaluated, so the
+  position is at least as far as anything the page's rows can show. It is stamped into every
+  cursor of the page (`meta={"lsn": ...}`).
+- A page after a cursor is read only on a node known to have replayed at least the cursor's
+  position *before* its snapshot is taken (our cached lower bound, else a fresh probe), so the
+  next page's snapshot contains everything the previous page's could see. A replica that lags is
+  skipped; the primary answers when no replica is ready.
+- A first page goes to a replica only while that replica has been fully caught up with the
+  primary within `REPLICA_MAX_LAG_MS` (see `NodeState.lag`).
+- After a POST or DELETE the write's position goes back in a cookie and a `Read-After-LSN`
+  header; that client's reads then route as if they carried a cursor at that position.
+
+Routing uses SQLAlchemy's documented hook for it, `Session.get_bind` (RoutingSession below): the
+request's read engine sits in `session.info`; flushes and DML always go to the primary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.dml import UpdateBase
+
+from pagination import PaginationError
+
+from .db import get_session, make_engine
+from .errors import ApiError
+
+log = logging.getLogger(__name__)
+
+# The requests that read lists; everything else (writes, one order, health) stays on the primary.
+READ_ENDPOINTS = frozenset({"web.orders", "web.new_orders", "web.export_csv", "api.list_orders"})
+# Reads whose session must stay on a replica beyond the request (the export streams) skip the
+# per-page snapshot: a long REPEATABLE READ transaction on a standby holds back replay.
+STREAMING_ENDPOINTS = frozenset({"web.export_csv"})
+COOKIE = "read_after_lsn"
+HEADER = "Read-After-LSN"
+# How long cached replica positions are trusted before a request refreshes them. Stale values are
+# always safe (positions only grow), they only send more reads to the primary.
+REFRESH_SECONDS = 0.1
+# A node that failed is left out for this long, then probed again.
+RETRY_SECONDS = 1.0
+# With the primary down, how long a read waits for a replica to replay its cursor's position.
+PRIMARY_DOWN_WAIT_SECONDS = 2.0
+
+PRIMARY_LSN_SQL = "SELECT pg_current_wal_lsn()::text"
+REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text"
+
+
+def parse_lsn(value: str | None) -> int | None:
+    """PostgreSQL's `X/Y` (two hex numbers) as one integer; None for anything else."""
+    if not value or len(value) > 17:
+        return None
+    high, sep, low = value.partition("/")
+    try:
+        if not sep or not high or not low:
+            return None
+        return (int(high, 16) << 32) | int(low, 16)
+    except ValueError:
+        return None
+
+
+def format_lsn(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
+
+
+class RoutingSession(Session):
+    """A Session whose reads go to `info["read_bind"]` when a read route was chosen.
+
+    SQLAlchemy's documented way to route a Session (`Session.get_bind`, "Custom Vertical
+    Partitioning"). Writes are never routed: a flush or an INSERT/UPDATE/DELETE goes to the
+    primary even inside a routed request.
+    """
+
+    def get_bind(self, mapper: Any = None, *, clause: Any = None, **kw: Any) -> Any:
+        read_bind = self.info.get("read_bind")
+        if read_bind is not None and not self._flushing and not isinstance(clause, UpdateBase):
+            return read_bind
+        return super().get_bind(mapper, clause=clause, **kw)
+
+
+class RoutingSessionMaker(sessionmaker[RoutingSession]):
+    """Sessions opened during a routed request read from that request's node (the CSV export opens
+    its own session, which outlives the request)."""
+
+    def __call__(self, **local_kw: Any) -> RoutingSession:
+        route = g.get("read_route") if _in_request() else None
+        if route is not None and "info" not in local_kw:
+            local_kw["info"] = {"read_bind": route.node.engine}
+        return super().__call__(**local_kw)
+
+
+def _in_request() -> bool:
+    from flask import has_request_context
+
+    return has_request_context()
+
+
+@dataclass
+class NodeState:
+    """What one app process knows about a node. Every field only ever errs on the safe side."""
+
+    name: str
+    engine: Engine
+    primary: bool = False
+    replay: int = 0  # a lower bound of the position the node has replayed (written, on the primary)
+    caught_up_at: float = float("-inf")  # monotonic time at which it had all the primary had
+    down_until: float = 0.0
+    pages: int = 0
+
+    def up(self, now: float) -> bool:
+        return now >= self.down_until
+
+    def lag(self, now: float) -> float:
+        """Seconds since this replica was last seen holding everything the primary had written.
+
+        Measured as: read the primary's position at time T, then the replica's; if the replica has
+        replayed at least that far, every commit acknowledged before T is on the replica. So a
+        first page read there misses nothing committed more than `lag` before it. (Replay
+        timestamps would report an idle, fully caught-up replica as lagging, and a replica that
+        lost its connection to the primary as current.)
+        """
+        return now - self.caught_up_at
+
+    def seen(self, lsn: int) -> None:
+        self.replay = max(self.replay, lsn)
+
+
+@dataclass
+class Route:
+    node: NodeState
+    lsn: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+
+
+class Router:
+    """Chooses the node for a read: a replica that is ready, else the primary."""
+
+    def __init__(self, primary: Engine, replicas: list[Engine], *, max_lag_ms: int):
+        self.primary = NodeState("primary", primary, primary=True)
+        self.replicas = [NodeState(f"replica{i + 1}", engine) for i, engine in enumerate(replicas)]
+        self.max_lag = max_lag_ms / 1000
+        self.rerouted = 0  # reads a replica could not take (lagging or down), served elsewhere
+        self._lock = threading.Lock()
+        self._checked_at = float("-inf")
+        self._turn = itertools.count(random.randrange(1000))
+
+    @property
+    def nodes(self) -> list[NodeState]:
+        return [self.primary, *self.replicas]
+
+    # --- probing -------------------------------------------------------------------------
+
+    def _probe(self, node: NodeState) -> int | None:
+        """The node's position now, or None (and out of rotation for a while) if it fails."""
+        try:
+            with node.engine.connect() as conn:
+                lsn = parse_lsn(
+                    conn.execute(text(PRIMARY_LSN_SQL if node.primary else REPLICA_LSN_SQL)).scalar()
+                )
+        except DBAPIError as err:
+            self.mark_down(node, err)
+            return None
+        if lsn is None:  # a standby promoted, or a primary in recovery: not something we route to
+            self.mark_down(node, None)
+            return None
+        node.down_until = 0.0
+        node.seen(lsn)
+        return lsn
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Re-read every node's position (at most every REFRESH_SECONDS unless forced).
+
+        One request refreshes; concurrent ones go on with the cached values, which are safe.
+        """
+        now = time.monotonic()
+        if not force and now - self._checked_at < REFRESH_SECONDS:
+            return
+        if not self._lock.acquire(blocking=force):
+            return
+        try:
+            self._checked_at = now
+            started = time.monotonic()
+            # The primary first: a replica that has replayed this position afterwards holds every
+            # commit acknowledged before `started`.
+            primary_lsn = self._probe(self.primary) if self.primary.up(now) or force else None
+            for node in self.replicas:
+                if not node.up(now) and not force:
+                    continue
+                lsn = self._probe(node)
+                if lsn is not None and primary_lsn is not None and lsn >= primary_lsn:
+                    node.caught_up_at = started
+        finally:
+            self._lock.release()
+
+    def mark_down(self, node: NodeState, err: Exception | None) -> None:
+        if node.up(time.monotonic()):
+            why = str(err).splitlines()[0][:200] if err else "not in the expected recovery state"
+            log.warning("%s out of rotation for %.0f s: %s", node.name, RETRY_SECONDS, why)
+        node.down_until = time.monotonic() + RETRY_SECONDS
+
+    # --- choosing ------------------------------------------------------------------------
+
+    def _ready(self, node: NodeState, need: int | None, first_page: bool, now: float) -> bool:
+        if need is not None and node.replay < need:
+            return False
+        return not first_page or node.lag(now) <= self.max_lag
+
+    def choose(self, need: int | None, *, first_page: bool, exclude: set[str]) -> NodeState:
+        """The node for a read that must see position `need` (cursor or own write), or a first page.
+
+        Raises ApiError 503 only when the primary is down and no replica reaches `need` in time.
+        """
+        self.refresh()
+        now = time.monotonic()
+        start = next(self._turn)
+        candidates = [
+            self.replicas[(start + i) % len(self.replicas)]
+            for i in range(len(self.replicas))
+            if self.replicas[(start + i) % len(self.replicas)].name not in exclude
+        ]
+        candidates = [node for node in candidates if node.up(now)]
+        for node in candidates:
+            if self._ready(node, need, first_page, now):
+                return node
+        # Cached positions may just be old (another app process read the last page): ask the
+        # replicas that are behind `need` once, before the snapshot is taken.
+        if need is not None:
+            for node in candidates:
+                if (
+                    node.replay < need
+                    and self._probe(node) is not None
+                    and self._ready(node, need, first_page, now)
+                ):
+                    return node
+        if self.replicas:
+            self.rerouted += 1
+        if self.primary.name not in exclude and self.primary.up(now):
+            return self.primary
+        return self._without_primary(need, exclude)
+
+    def _without_primary(self, need: int | None, exclude: set[str]) -> NodeState:
+        """The primary is down: nothing new can be committed, so the replica that has replayed the
+        most is as fresh as any read can be. A cursor's position must still be reached: a clean
+        primary shutdown sends its last WAL to the standbys, so wait for them briefly."""
+        deadline = time.monotonic() + PRIMARY_DOWN_WAIT_SECONDS
+        while True:
+            self.refresh(force=True)
+            now = time.monotonic()
+            live = [n for n in self.replicas if n.up(now) and n.name not in exclude]
+            if live:
+                best = max(live, key=lambda n: n.replay)
+                if need is None or best.replay >= need:
+                    return best
+            if time.monotonic() > deadline:
+                raise ApiError(503, "unavailable", "the database is not answering; retry in a few seconds")
+            time.sleep(0.05)
+
+
+# --- the request hooks ---------------------------------------------------------------------
+
+
+def _cursor_lsn() -> tuple[int | None, bool]:
+    """The position stamped in the request's cursor, and whether a cursor was given at all."""
+    values = request.args.getlist("after") + request.args.getlist("before")
+    if len(values) != 1:
+        return None, False  # no cursor (a first page), or a request the view will refuse
+    try:
+        position = current_app.extensions["cursor_codec"].decode(values[0])
+    except PaginationError:
+        return None, True  # the view answers 400; route it like any other read
+    meta = getattr(position, "meta", None) or {}
+    return parse_lsn(meta.get("lsn") if isinstance(meta, dict) else None), True
+
+
+def _client_lsn() -> int | None:
+    """The position of this client's last write: the cookie, or the header an API client sent back."""
+    positions = [parse_lsn(request.headers.get(HEADER)), parse_lsn(request.cookies.get(COOKIE))]
+    known = [p for p in positions if p is not None]
+    return max(known) if known else None
+
+
+def _route_read() -> None:
+    if request.method != "GET" or request.endpoint not in READ_ENDPOINTS:
+        return
+    router: Router = current_app.extensions["router"]
+    cursor_lsn, has_cursor = _cursor_lsn()
+    client_lsn = _client_lsn()
+    needs = [p for p in (cursor_lsn, client_lsn) if p is not None]
+    need = max(needs) if needs else None
+    # A cursor without a position (made before replicas were configured) is routed like a first
+    # page: only a replica within REPLICA_MAX_LAG_MS may read it.
+    first_page = not has_cursor or cursor_lsn is None
+    session = get_session()
+    tried: set[str] = set()
+    while True:
+        node = router.choose(need, first_page=first_page, exclude=tried)
+        route = Route(node)
+        session.info["read_bind"] = node.engine
+        g.read_route = route
+        if request.endpoint in STREAMING_ENDPOINTS:
+            break
+        try:
+            # The first statement fixes the REPEATABLE READ snapshot, then reads the position:
+            # the position is at least as far as anything the page's queries can see.
+            conn = session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            lsn = conn.execute(text(PRIMARY_LSN_SQL if node.primary else REPLICA_LSN_SQL)).scalar()
+        except DBAPIError as err:
+            # The node stopped answering since it was last probed: take it out and try the next.
+            session.rollback()
+            router.mark_down(node, err)
+            tried.add(node.name)
+            continue
+        parsed = parse_lsn(lsn)
+        if parsed is not None:
+            node.seen(parsed)
+            route.lsn = lsn
+            session.info["cursor_meta"] = {"lsn": lsn}
+        break
+    node.pages += 1
+    route.seconds = time.perf_counter() - route.started
+
+
+def _after(response: Response) -> Response:
+    route: Route | None = g.get("read_route")
+    if route is not None:
+        # Which node read the page, at which position, and what choosing it cost: for operators
+        # (browser dev tools show Server-Timing), the cluster tests and the benchmark.
+        desc = route.node.name + (f" {route.lsn}" if route.lsn else "")
+        response.headers["Server-Timing"] = f'db;desc="{desc}", route;dur={route.seconds * 1000:.3f}'
+    elif request.method in ("POST", "DELETE") and 200 <= response.status_code < 300:
+        _remember_write(response)
+    return response
+
+
+def _remember_write(response: Response) -> None:
+    """Give the client the position its write committed at, so its next reads see the write."""
+    try:
+        lsn = get_session().execute(text(PRIMARY_LSN_SQL)).scalar()
+    except DBAPIError:
+        # The write is committed; failing to read the position must not turn it into an error.
+        # The client's reads then follow REPLICA_MAX_LAG_MS alone.
+        log.warning("could not read the primary's position after a write")
+        return
+    if parse_lsn(lsn) is None:
+        return
+    response.headers[HEADER] = lsn
+    # Not signed: a client can only change where its own reads go, at worst to the primary.
+    max_age = max(60, int(current_app.config["REPLICA_MAX_LAG_MS"] / 1000) * 2)
+    response.set_cookie(COOKIE, lsn, max_age=max_age, httponly=True, samesite="Lax")
+
+
+# --- state for operators and load balancers ---------------------------------------------------
+
+bp = Blueprint("replicas", __name__)
+
+
+@bp.get("/healthz/nodes")
+def nodes():  # type: ignore[no-untyped-def]
+    """This app process's view of the database nodes, from its cache (no query).
+
+    Always 200 while the process serves requests: haproxy checks app servers with it, and an app
+    server should not leave the rotation because a database is down (every app server would)."""
+    router: Router | None = current_app.extensions.get("router")
+    if router is None:
+        return jsonify(routing=False, nodes=[{"name": "primary", "role": "primary"}])
+    now = time.monotonic()
+    return jsonify(
+        routing=True,
+        max_lag_ms=int(router.max_lag * 1000),
+        rerouted=router.rerouted,
+        nodes=[
+            {
+                "name": node.name,
+                "role": "primary" if node.primary else "replica",
+                "in_rotation": node.up(now),
+                "position": format_lsn(node.replay) if node.replay else None,
+                "lag_ms": None
+                if node.primary or node.lag(now) == float("inf")
+                else round(node.lag(now) * 1000),
+                "pages": node.pages,
+            }
+            for node in router.nodes
+        ],
+    )
+
+
+def replica_urls(config: dict[str, Any]) -> list[str]:
+    raw = config.get("DATABASE_REPLICA_URLS") or []
+    urls = raw.split(",") if isinstance(raw, str) else list(raw)
+    return [url.strip() for url in urls if url.strip()]
+
+
+def init_app(app: Flask) -> None:
+    app.register_blueprint(bp)
+    urls = replica_urls(app.config)
+    if not urls:
+        return
+    if make_url(app.config["DATABASE_URL"]).get_backend_name() != "postgresql":
+        # Only PostgreSQL's WAL positions tell whether a replica has a cursor's rows.
+        log.warning("DATABASE_REPLICA_URLS is ignored: replicas are used only with a PostgreSQL primary")
+        return
+    for url in urls:
+        if make_url(url).get_backend_name() != "postgresql":
+            raise RuntimeError("DATABASE_REPLICA_URLS must list PostgreSQL standbys of DATABASE_URL")
+    timeout = app.config.get("STATEMENT_TIMEOUT_MS")
+    router = Router(
+        app.extensions["engine"],
+        [make_engine(url, statement_timeout_ms=timeout) for url in urls],
+        max_lag_ms=int(app.config["REPLICA_MAX_LAG_MS"]),
+    )
+    app.extensions["router"] = router
+    app.extensions["sessionmaker"] = RoutingSessionMaker(
+        app.extensions["engine"], expire_on_commit=False, class_=RoutingSession
+    )
+    app.before_request(_route_read)
+    app.after_request(_after)
