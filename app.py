@@ -78,7 +78,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config["SECRET_KEY"] = _dev_secret(Path(app.instance_path))
     if app.config["PRODUCTION"] and len(app.config["SECRET_KEY"]) < MIN_SECRET_LENGTH:
         raise RuntimeError(f"SECRET_KEY must be at least {MIN_SECRET_LENGTH} characters in production")
-    app.extensions["cursor_codec"] = CursorCodec(app.config["SECRET_KEY"])
+    # Older keys open cursors, never seal them: a rolling key rotation loses no reader's place.
+    app.extensions["cursor_codec"] = CursorCodec(
+        app.config["SECRET_KEY"], fallbacks=list(app.config.get("SECRET_KEY_FALLBACKS") or [])
+    )
 
     db.init_app(app)
     replicas.init_app(app)

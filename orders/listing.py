@@ -100,6 +100,9 @@ class ListRequest:
             after=self.after,
             before=self.before,
             filters=self.filters,
+            # Where the page was read (the WAL position, set by orders/replicas.py when reads go
+            # to replicas): sealed into its cursors so the next page is read at least that far.
+            meta=session.info.get("cursor_meta"),
         )
 
     def query_args(self, **changes: Any) -> dict[str, Any]:

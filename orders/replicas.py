@@ -291,8 +291,7 @@ def _cursor_lsn() -> tuple[int | None, bool]:
         position = current_app.extensions["cursor_codec"].decode(values[0])
     except PaginationError:
         return None, True  # the view answers 400; route it like any other read
-    meta = getattr(position, "meta", None) or {}
-    return parse_lsn(meta.get("lsn") if isinstance(meta, dict) else None), True
+    return parse_lsn(position.meta.get("lsn")), True
 
 
 def _client_lsn() -> int | None:

@@ -171,6 +171,7 @@ def test_walk_while_writing_with_a_replica_paused_mid_walk(cl: Cluster, orders: 
             if page == 20:
                 standby.resume_replay()
             walk.step()
+            time.sleep(0.02)  # a reader's pace: the writer commits between pages
             if 5 <= page < 20:
                 paused_pages.append(walk.pages[-1][0])
     finally:
@@ -199,7 +200,12 @@ def test_rows_written_before_a_walk_all_appear_though_a_replica_is_paused(
         new = add_orders(
             primary,
             [
-                (BASE + dt.timedelta(minutes=5) - dt.timedelta(seconds=397 * i), "Late", Decimal("3.00"), "paid")
+                (
+                    BASE + dt.timedelta(minutes=5) - dt.timedelta(seconds=397 * i),
+                    "Late",
+                    Decimal("3.00"),
+                    "paid",
+                )
                 for i in range(40)
             ],
         )
@@ -235,6 +241,8 @@ def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]
             "SECRET_KEY": SECRET,
         }
     )
+    # A first read lets the app see both replicas caught up; then they stop replaying.
+    assert "replica" in app.test_client().get("/api/orders").headers["Server-Timing"]
     for node in cl.databases.standbys:
         node.pause_replay()
     try:
@@ -283,11 +291,13 @@ def test_key_rotation_mid_walk_across_two_app_servers(cl: Cluster, orders: list[
         cursor = None
         for page in range(SEED // 20):
             base = (not_yet, rotated)[page % 2]
-            response = requests.get(f"{base}/api/orders", params={"after": cursor} if cursor else {}, timeout=30)
+            response = requests.get(
+                f"{base}/api/orders", params={"after": cursor} if cursor else {}, timeout=30
+            )
             assert response.status_code == 200, response.text
             ids += [int(item["id"]) for item in response.json()["items"]]
             cursor = response.json()["next_cursor"]
-        assert ids == sorted(orders, reverse=True)
+        assert ids == orders  # newest first: the seed inserts newest first
         # The control: a server that knows only one of the keys refuses the other's cursors.
         old_only = server(old, "", "c.log")
         first = requests.get(f"{rotated}/api/orders", timeout=30).json()["next_cursor"]
@@ -317,7 +327,7 @@ def test_replica_stopped_mid_scroll_in_chromium(cl: Cluster, orders: list[int], 
         expect(page.locator("#end-of-list")).to_be_attached()
         assert page.get_by_text("Couldn't load more").count() == 0
         ids = [int(i) for i in page.eval_on_selector_all(rows, "rs => rs.map(r => r.dataset.id)")]
-        assert ids == sorted(orders, reverse=True)
+        assert ids == orders  # newest first: the seed inserts newest first
     finally:
         standby.start()
     # It answers again: back in rotation (each app process probes it within a second or so).
