@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test lint format bench bench-quick soak clean
+.PHONY: run test lint format bench bench-quick bench-cluster soak cluster clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,7 @@ run: $(VENV)/.runtime
 test: $(VENV)/.dev
 	scripts/ensure-chromium
 	scripts/ensure-databases
+	scripts/ensure-haproxy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -54,6 +55,16 @@ bench-quick: $(VENV)/.dev
 soak: $(VENV)/.dev
 	scripts/ensure-databases
 	$(BIN)/python -m soak.run --seconds $${SECONDS_TO_SOAK:-60}
+
+## cluster: PostgreSQL primary + 2 streaming standbys, 2 app servers, haproxy; Ctrl-C stops it all
+cluster: $(VENV)/.dev
+	scripts/ensure-haproxy
+	$(BIN)/python -m devtools.cluster --rows $${ROWS:-300000}
+
+## bench-cluster: pages/s through haproxy with 1 and 2 app servers, replicas vs primary, routing cost
+bench-cluster: $(VENV)/.dev
+	scripts/ensure-haproxy
+	$(BIN)/python -m bench.cluster_level
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache .hypothesis

@@ -377,6 +377,9 @@ def main() -> None:
         print(f"  logs:         {log_dir}")
         print("\nCtrl-C stops everything.", flush=True)
         with suppress(KeyboardInterrupt):
+            # Ctrl-C and kill both stop it all (a shell without job control starts background
+            # commands with SIGINT ignored, so set it explicitly).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.default_int_handler)
             while True:
                 time.sleep(3600)
