@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
@@ -85,6 +85,20 @@ def format_lsn(value: int) -> str:
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
+def probe_engine(engine: Engine) -> Engine:
+    """A small engine for position probes: autocommit and no pre-ping, so a probe is one round
+    trip (through the request engine it was four: ping, BEGIN, query, ROLLBACK). A dead connection
+    fails the probe, which takes the node out of rotation; SQLAlchemy drops that connection, and
+    the next probe reconnects."""
+    return create_engine(
+        engine.url,
+        isolation_level="AUTOCOMMIT",
+        pool_size=1,
+        max_overflow=4,
+        connect_args={"connect_timeout": 2, "options": "-c statement_timeout=2000"},
+    )
+
+
 class RoutingSession(Session):
     """A Session whose reads go to `info["read_bind"]` when a read route was chosen.
 
@@ -128,6 +142,7 @@ class NodeState:
     caught_up_at: float = float("-inf")  # monotonic time at which it had all the primary had
     down_until: float = 0.0
     pages: int = 0
+    probe_engine: Engine | None = None  # see probe_engine()
 
     def up(self, now: float) -> bool:
         return now >= self.down_until
@@ -159,8 +174,11 @@ class Router:
     """Chooses the node for a read: a replica that is ready, else the primary."""
 
     def __init__(self, primary: Engine, replicas: list[Engine], *, max_lag_ms: int):
-        self.primary = NodeState("primary", primary, primary=True)
-        self.replicas = [NodeState(f"replica{i + 1}", engine) for i, engine in enumerate(replicas)]
+        self.primary = NodeState("primary", primary, primary=True, probe_engine=probe_engine(primary))
+        self.replicas = [
+            NodeState(f"replica{i + 1}", engine, probe_engine=probe_engine(engine))
+            for i, engine in enumerate(replicas)
+        ]
         self.max_lag = max_lag_ms / 1000
         self.rerouted = 0  # reads a replica could not take (lagging or down), served elsewhere
         self._lock = threading.Lock()
@@ -171,12 +189,20 @@ class Router:
     def nodes(self) -> list[NodeState]:
         return [self.primary, *self.replicas]
 
+    def dispose(self) -> None:
+        """Close every connection the router opened (the primary's request engine is the app's)."""
+        for node in self.nodes:
+            if node.probe_engine is not None:
+                node.probe_engine.dispose()
+        for node in self.replicas:
+            node.engine.dispose()
+
     # --- probing -------------------------------------------------------------------------
 
     def _probe(self, node: NodeState) -> int | None:
         """The node's position now, or None (and out of rotation for a while) if it fails."""
         try:
-            with node.engine.connect() as conn:
+            with (node.probe_engine or node.engine).connect() as conn:
                 lsn = parse_lsn(
                     conn.execute(text(PRIMARY_LSN_SQL if node.primary else REPLICA_LSN_SQL)).scalar()
                 )

@@ -1,0 +1,266 @@
+"""Scale-out measurements through haproxy (`make bench-cluster`): writes bench/results/cluster.json.
+
+On one PostgreSQL primary with two streaming standbys (devtools/cluster.py), seeded once:
+
+- pages/s and p50/p95 of cursor pages of /api/orders through haproxy, for 1 and 2 app servers,
+  reading from the replicas and (DATABASE_REPLICA_URLS unset) from the primary alone;
+- what choosing a node costs per page: the app's `Server-Timing: route;dur=` (probe when needed,
+  REPEATABLE READ begin and the WAL-position read), and which node read each page;
+- under a writer: how long a commit takes to reach the standbys, and the pages a paused standby
+  did not serve (rerouted to the other standby or the primary).
+
+Everything shares this machine's cores (2 here) with the load generator, a Python client: the
+numbers show the routing's overhead and behaviour, not how far more machines would scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import threading
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import requests
+from sqlalchemy import text
+
+from devtools.cluster import Databases, databases, haproxy, seed
+from devtools.gunicorn import ROOT, gunicorn
+
+RESULTS = ROOT / "bench" / "results" / "cluster.json"
+_TIMING = re.compile(r'db;desc="(\w+)[^"]*", route;dur=([0-9.]+)')
+SECRET = "bench-cluster-secret-0123456789-abcdefghijklmnop"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+class Load:
+    """`clients` threads, each walking the newest-first list by cursor through `base`, for `seconds`."""
+
+    def __init__(self, base: str, clients: int, seconds: float, warmup: float = 1.0):
+        self.base, self.clients, self.seconds, self.warmup = base, clients, seconds, warmup
+        self.latencies: list[float] = []
+        self.route_ms: list[float] = []
+        self.nodes: Counter[str] = Counter()
+        self.errors = 0
+        self._lock = threading.Lock()
+
+    def _client(self, start: float, end: float) -> None:
+        http = requests.Session()
+        cursor = None
+        while (now := time.perf_counter()) < end:
+            params = {"limit": 20, **({"after": cursor} if cursor else {})}
+            response = http.get(f"{self.base}/api/orders", params=params, timeout=30)
+            took = time.perf_counter() - now
+            if response.status_code != 200:
+                with self._lock:
+                    self.errors += 1
+                continue
+            cursor = response.json()["next_cursor"]
+            if now < start:
+                continue
+            match = _TIMING.search(response.headers.get("Server-Timing", ""))
+            with self._lock:
+                self.latencies.append(took)
+                if match:
+                    self.nodes[match[1]] += 1
+                    self.route_ms.append(float(match[2]))
+
+    def run(self) -> dict[str, Any]:
+        start = time.perf_counter() + self.warmup
+        end = start + self.seconds
+        threads = [threading.Thread(target=self._client, args=(start, end)) for _ in range(self.clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return {
+            "pages_per_s": round(len(self.latencies) / self.seconds, 1),
+            "p50_ms": round(_percentile(self.latencies, 0.5) * 1000, 2),
+            "p95_ms": round(_percentile(self.latencies, 0.95) * 1000, 2),
+            "pages": len(self.latencies),
+            "errors": self.errors,
+            "nodes": dict(self.nodes),
+            "route_p50_ms": round(_percentile(self.route_ms, 0.5), 3) if self.route_ms else None,
+            "route_p95_ms": round(_percentile(self.route_ms, 0.95), 3) if self.route_ms else None,
+        }
+
+
+class Writer(threading.Thread):
+    """Inserts one order every `interval` seconds on the primary until stopped."""
+
+    def __init__(self, dbs: Databases, interval: float = 0.01):
+        super().__init__(daemon=True)
+        self.dbs, self.interval = dbs, interval
+        self.stop = threading.Event()
+        self.commits = 0
+
+    def run(self) -> None:
+        from orders.db import make_engine
+
+        engine = make_engine(self.dbs.primary.url())
+        try:
+            with engine.connect() as conn:
+                while not self.stop.is_set():
+                    conn.execute(
+                        text(
+                            "INSERT INTO orders (created_at, customer, amount, status) "
+                            "VALUES (now() - random() * interval '30 days', 'Bench', 1.00, 'paid')"
+                        )
+                    )
+                    conn.commit()
+                    self.commits += 1
+                    time.sleep(self.interval)
+        finally:
+            engine.dispose()
+
+
+def replication_delay(dbs: Databases, samples: int = 60) -> dict[str, Any]:
+    """With a writer running: time from reading the primary's position to each standby having
+    replayed it (polled every millisecond), in ms."""
+    from orders.db import make_engine
+
+    engines = [make_engine(node.url()) for node in (dbs.primary, *dbs.standbys)]
+    delays: list[float] = []
+    try:
+        with ExitStack() as stack:
+            primary, *standbys = [stack.enter_context(e.connect()) for e in engines]
+            for _ in range(samples):
+                lsn = primary.execute(text("SELECT pg_current_wal_lsn()")).scalar()
+                primary.commit()
+                started = time.perf_counter()
+                for conn in standbys:
+                    while not conn.execute(text(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'")).scalar():
+                        conn.commit()
+                        time.sleep(0.001)
+                    conn.commit()
+                delays.append((time.perf_counter() - started) * 1000)
+                time.sleep(0.02)
+    finally:
+        for engine in engines:
+            engine.dispose()
+    return {
+        "p50_ms": round(_percentile(delays, 0.5), 2),
+        "p95_ms": round(_percentile(delays, 0.95), 2),
+        "max_ms": round(max(delays), 2),
+    }
+
+
+def routing_cost(dbs: Databases, pages: int = 300, rounds: int = 5) -> dict[str, Any]:
+    """Per cursor page, in process (Flask test client, one thread): the app reading standby1
+    through the router (the WAL-position check, the REPEATABLE READ snapshot, the stamp) against
+    the app with standby1 as its only database. Same node, same pages, interleaved rounds."""
+    from app import create_app
+
+    routed = create_app(
+        {
+            "DATABASE_URL": dbs.primary.url(),
+            "DATABASE_REPLICA_URLS": dbs.standbys[0].url(),
+            "REPLICA_MAX_LAG_MS": 600_000,
+            "SECRET_KEY": SECRET,
+        }
+    )
+    direct = create_app({"DATABASE_URL": dbs.standbys[0].url(), "SECRET_KEY": SECRET})
+    times: dict[str, list[float]] = {"routed": [], "direct": []}
+    cursors: dict[str, str | None] = {"routed": None, "direct": None}
+    try:
+        for _ in range(rounds):
+            for name, app in (("direct", direct), ("routed", routed)):
+                client = app.test_client()
+                for _ in range(pages):
+                    cursor = cursors[name]
+                    started = time.perf_counter()
+                    response = client.get("/api/orders", query_string={"after": cursor} if cursor else {})
+                    times[name].append(time.perf_counter() - started)
+                    cursors[name] = response.get_json()["next_cursor"]
+    finally:
+        for app in (routed, direct):
+            app.extensions["engine"].dispose()
+        routed.extensions["router"].dispose()
+    routed_ms = _percentile(times["routed"], 0.5) * 1000
+    direct_ms = _percentile(times["direct"], 0.5) * 1000
+    return {
+        "direct_p50_ms": round(direct_ms, 3),
+        "routed_p50_ms": round(routed_ms, 3),
+        "check_ms": round(routed_ms - direct_ms, 3),
+        "pages": pages * rounds,
+    }
+
+
+def app_servers(stack: ExitStack, dbs: Databases, count: int, replicas: bool, logs: Path) -> str:
+    env = {"SECRET_KEY": SECRET}
+    if replicas:
+        env["DATABASE_REPLICA_URLS"] = dbs.replica_urls
+    bases = [
+        stack.enter_context(
+            gunicorn(dbs.primary.url(), log_path=logs / f"app{i}.log", workers=2, threads=2, env=env)
+        )[0]
+        for i in range(count)
+    ]
+    return stack.enter_context(haproxy(bases, logs / "haproxy.log"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args()
+    results: dict[str, Any] = {"rows": args.rows, "seconds": args.seconds, "clients": args.clients}
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, databases(2) as dbs:
+        logs = Path(tmp)
+        seed(dbs, args.rows)
+        version = dbs.primary.sql("SHOW server_version")
+        results["postgresql"] = version
+        print(f"PostgreSQL {version}: primary + 2 standbys, {args.rows:,} orders, {args.clients} clients")
+        cost = results["routing cost per cursor page"] = routing_cost(dbs)
+        print(f"  routing cost per cursor page (in process, standby1 routed vs direct): {cost}")
+        for count, replicas in ((1, False), (1, True), (2, False), (2, True)):
+            servers = f"{count} app server{'s' if count > 1 else ''}"
+            label = f"{servers}, reads on {'replicas' if replicas else 'primary'}"
+            with ExitStack() as stack:
+                base = app_servers(stack, dbs, count, replicas, logs)
+                result = Load(base, args.clients, args.seconds).run()
+            results[label] = result
+            print(f"  {label:42} {_line(result)}")
+
+        with ExitStack() as stack:
+            base = app_servers(stack, dbs, 2, True, logs)
+            writer = Writer(dbs)
+            writer.start()
+            try:
+                delay = results["replication delay under a writer"] = replication_delay(dbs)
+                print(f"  replication delay under a writer (100 commits/s): {delay}")
+                label = "2 app servers, replicas, writer 100/s"
+                results[label] = Load(base, args.clients, args.seconds).run()
+                print(f"  {label:42} {_line(results[label])}")
+                dbs.standbys[1].pause_replay()
+                label = "same, replica2 paused"
+                results[label] = Load(base, args.clients, args.seconds).run()
+                print(f"  {label:42} {_line(results[label])}")
+                dbs.standbys[1].resume_replay()
+            finally:
+                writer.stop.set()
+                writer.join()
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+def _line(r: dict[str, Any]) -> str:
+    route = f", route p50 {r['route_p50_ms']} ms" if r["route_p50_ms"] is not None else ""
+    return (
+        f"{r['pages_per_s']:7.1f} pages/s  p50 {r['p50_ms']:6.2f} ms  p95 {r['p95_ms']:6.2f} ms"
+        f"{route}  nodes {r['nodes']}  errors {r['errors']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
