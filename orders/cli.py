@@ -68,11 +68,21 @@ class _StopFlag:
 @click.option("--after", default=None, help="Resume after this cursor (printed by an interrupted export).")
 @click.option("--consistent", is_flag=True, help="Read one snapshot (REPEATABLE READ) for the whole export.")
 @click.option("--batch-size", default=EXPORT_BATCH_SIZE, show_default=True)
+@click.option("--raw", is_flag=True,
+              help="Write customer names exactly as stored: no ' before a leading =, +, -, @, tab or CR "
+                   "(unsafe to open in a spreadsheet).")  # fmt: skip
 def export_command(
-    sort: str, status: str | None, output: Path | None, after: str | None, consistent: bool, batch_size: int
+    sort: str,
+    status: str | None,
+    output: Path | None,
+    after: str | None,
+    consistent: bool,
+    batch_size: int,
+    raw: bool,
 ) -> None:
     """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
-    interrupted file and the resumed one concatenate into the full export."""
+    interrupted file and the resumed one concatenate into the full export. Text cells that a
+    spreadsheet would run as a formula are written with a leading ' unless --raw."""
     args = MultiDict(
         {"sort": sort, **({"status": status} if status else {}), **({"after": after} if after else {})}
     )
@@ -88,7 +98,11 @@ def export_command(
     try:
         with _session() as session:
             batches = export_batches(
-                session, listing, current_app.extensions["cursor_codec"], batch_size=batch_size
+                session,
+                listing,
+                current_app.extensions["cursor_codec"],
+                batch_size=batch_size,
+                one_transaction=consistent,
             )
             if after is None:
                 out.write(csv_header())
@@ -97,7 +111,7 @@ def export_command(
                 tqdm(unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting") as bar,
             ):
                 for batch in batches:
-                    out.write(csv_text(batch))
+                    out.write(csv_text(batch, raw=raw))
                     out.flush()
                     cursor = batch.cursor
                     written += len(batch.items)

@@ -1,17 +1,20 @@
-"""Every error maps to one status and one code, here: JSON under /api, an HTML page elsewhere.
+"""Every error the app answers with, in one table (ERRORS): JSON under /api, an HTML page elsewhere.
 
-invalid_cursor 400, cursor_mismatch 400, invalid_parameter 400, not_found 404,
-method_not_allowed 405, payload_too_large 413, unsupported_media_type 415,
-invalid_order 422, unavailable 503 (with Retry-After)
+ERRORS maps each machine `code` to its HTTP status, the title of its HTML page and what it
+means. The handlers below, the OpenAPI document (orders/openapi.py) and the README's list are
+all made from it or checked against it (tests/test_security_errors.py), so a code cannot be
+answered without being documented, or documented without existing.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
@@ -23,29 +26,106 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 
 
-class ApiError(Exception):
-    """An error with its HTTP status, machine code and a message a client can act on."""
+@dataclass(frozen=True)
+class ErrorKind:
+    """One error a client can get: its status, the HTML page's title, what it means, and the
+    response headers it always carries."""
 
-    def __init__(self, status: int, code: str, message: str, errors: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.errors = status, code, message, errors
+    status: int
+    title: str
+    meaning: str
+    headers: tuple[str, ...] = ()
 
 
+ERRORS: dict[str, ErrorKind] = {
+    "invalid_cursor": ErrorKind(
+        400,
+        "That link does not point anywhere we know",
+        "The cursor is malformed, altered, too long, sealed with another key or from an older version.",
+    ),
+    "cursor_mismatch": ErrorKind(
+        400,
+        "That link does not point anywhere we know",
+        "The cursor was made for another sort, direction or filter.",
+    ),
+    "invalid_parameter": ErrorKind(
+        400,
+        "That link does not point anywhere we know",
+        "A query parameter is missing its rules (unknown sort or status, limit out of 1-100, "
+        "a parameter given twice, after and before together).",
+    ),
+    "bad_request": ErrorKind(
+        400,
+        "Bad request",
+        "The request itself cannot be read: a malformed (chunked) body, or a Host the server "
+        "does not serve (TRUSTED_HOSTS).",
+    ),
+    "unauthorized": ErrorKind(
+        401,
+        "Unauthorized",
+        "A write without a valid `Authorization: Bearer <token>` (one of API_TOKENS).",
+        ("WWW-Authenticate",),
+    ),
+    "not_found": ErrorKind(404, "Not found", "No such order or page."),
+    "method_not_allowed": ErrorKind(
+        405, "Method not allowed", "The URL exists but not with this method.", ("Allow",)
+    ),
+    "payload_too_large": ErrorKind(
+        413, "Request too large", "The body is larger than 16 KiB (chunked bodies included)."
+    ),
+    "unsupported_media_type": ErrorKind(415, "Unsupported media type", "The body is not application/json."),
+    "invalid_order": ErrorKind(
+        422,
+        "Invalid order",
+        "The order has invalid fields (or is not a JSON object); `errors` maps each field to what "
+        "is wrong with it.",
+    ),
+    "rate_limited": ErrorKind(
+        429,
+        "Too many requests",
+        "This client sent more requests than its limit allows (RATELIMIT_READS, RATELIMIT_WRITES).",
+        ("Retry-After",),
+    ),
+    "internal_error": ErrorKind(
+        500,
+        "Something went wrong on our side",
+        "A bug: the trace is logged, nothing of it is sent. Retrying will not help.",
+    ),
+    "unavailable": ErrorKind(
+        503,
+        "The orders are unavailable for a moment",
+        "The database cannot answer now (down, unreachable, out of connections, statement "
+        "timeout, deadlock, read-only or in recovery); retrying later can succeed.",
+        ("Retry-After",),
+    ),
+}
+
+# The code a werkzeug HTTPException of each status becomes (routing, body size, Host checks).
 _HTTP_CODES = {
-    400: "invalid_parameter",
+    400: "bad_request",
+    401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    429: "rate_limited",
 }
-_TITLES = {
-    400: "That link does not point anywhere we know",
-    404: "Not found",
-    405: "Method not allowed",
-    413: "Request too large",
-    415: "Unsupported media type",
-    503: "The orders are unavailable for a moment",
-}
+
+
+class ApiError(Exception):
+    """An error a client can act on: a code of ERRORS (which fixes the status) and a message."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        errors: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.code, self.message, self.errors = code, message, errors
+        self.status = ERRORS[code].status
+        self.headers = dict(headers or {})
 
 
 def wants_json() -> bool:
@@ -53,7 +133,11 @@ def wants_json() -> bool:
 
 
 def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
-    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if err.status == 503 else {}
+    headers = dict(err.headers)
+    if err.code == "unavailable":
+        headers.setdefault("Retry-After", str(RETRY_AFTER_SECONDS))
+    missing = [name for name in ERRORS[err.code].headers if name not in headers]
+    assert not missing, f"{err.code} answers must carry {missing}"  # the table promises them
     if wants_json():
         body: dict[str, Any] = {"code": err.code, "message": err.message}
         if err.errors:
@@ -63,18 +147,79 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
         # A fragment request: htmx does not swap error responses; app.js shows a Retry row.
         headers["Vary"] = "HX-Request"
         return render_template("_error_row.html", error=err), err.status, headers
-    page = render_template("error.html", error=err, title=_TITLES.get(err.status, "Error"))
+    page = render_template("error.html", error=err, title=ERRORS[err.code].title)
     return page, err.status, headers
 
 
-def database_unavailable(err: Exception) -> bool:
-    """Could the same request succeed later? Yes for a database that is down, unreachable,
-    out of connections, timed out (PostgreSQL's statement timeout, MariaDB's
-    ER_STATEMENT_TIMEOUT 1969), deadlocked, or not migrated yet. No for a value the database
-    refuses (DataError: PostgreSQL refuses NUL in text; IntegrityError): that fails the same
-    way every time, so it is a bug on our side, not a reason to retry.
-    """
-    return not isinstance(err, DataError | IntegrityError)
+# --- Could the same request succeed later? -------------------------------------------------------
+
+# PostgreSQL SQLSTATEs (Appendix A of its manual) that a later retry can get past.
+_PG_RETRYABLE = {
+    "40001",  # serialization_failure
+    "40P01",  # deadlock_detected
+    "55P03",  # lock_not_available (lock_timeout)
+    "57014",  # query_canceled: statement_timeout
+    "57P01",  # admin_shutdown
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now: starting up, or in recovery
+    "57P05",  # idle_session_timeout
+    "53300",  # too_many_connections
+    "25006",  # read_only_sql_transaction: a standby, or a primary being failed over
+}
+# MariaDB/MySQL error numbers with the same meaning.
+_MYSQL_RETRYABLE = {
+    1040,  # ER_CON_COUNT_ERROR: too many connections
+    1053,  # ER_SERVER_SHUTDOWN
+    1205,  # ER_LOCK_WAIT_TIMEOUT
+    1213,  # ER_LOCK_DEADLOCK
+    1290,  # ER_OPTION_PREVENTS_STATEMENT: --read-only
+    1317,  # ER_QUERY_INTERRUPTED
+    1792,  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+    1927,  # ER_CONNECTION_KILLED (MariaDB)
+    1969,  # ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+    3024,  # ER_QUERY_TIMEOUT (MySQL max_execution_time)
+    2002,  # CR_CONNECTION_ERROR
+    2003,  # CR_CONN_HOST_ERROR: refused
+    2006,  # CR_SERVER_GONE_ERROR
+    2013,  # CR_SERVER_LOST
+    2055,  # CR_SERVER_LOST_EXTENDED
+    4031,  # ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
+}
+# SQLite primary result codes: another writer holds the file, or it cannot be opened or read.
+_SQLITE_RETRYABLE = {
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+}
+
+
+def retryable(err: BaseException) -> bool:
+    """True when the database could not answer now but may later (503 + Retry-After); False for
+    everything else, which fails the same way every time (a missing column after a deploy that
+    forgot its migration, a value the database refuses): that is a bug, answered 500 with its
+    trace logged, never disguised as an outage."""
+    if isinstance(err, PoolTimeout):
+        return True  # every connection is busy: the pool gives none within its timeout
+    if not isinstance(err, DBAPIError):
+        return False
+    if err.connection_invalidated:
+        return True  # SQLAlchemy recognised a disconnect
+    orig = err.orig
+    sqlstate = getattr(orig, "sqlstate", None)  # psycopg
+    if sqlstate is not None:
+        return sqlstate.startswith("08") or sqlstate in _PG_RETRYABLE
+    if type(orig).__module__.startswith("psycopg"):
+        # No SQLSTATE: the client library failed before the server said anything (refused,
+        # unreachable, connect timeout).
+        return type(orig).__name__ == "OperationalError"
+    if type(orig).__module__.startswith("pymysql"):
+        code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
+        return code in _MYSQL_RETRYABLE
+    if isinstance(orig, sqlite3.Error):
+        return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) in _SQLITE_RETRYABLE
+    return False
 
 
 def init_app(app: Flask) -> None:
@@ -84,35 +229,40 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(InvalidCursor)
     def _invalid_cursor(err: InvalidCursor):  # type: ignore[no-untyped-def]
-        return error_response(ApiError(400, "invalid_cursor", str(err)))
+        return error_response(ApiError("invalid_cursor", str(err)))
 
     @app.errorhandler(CursorMismatch)
     def _cursor_mismatch(err: CursorMismatch):  # type: ignore[no-untyped-def]
-        return error_response(ApiError(400, "cursor_mismatch", str(err)))
+        return error_response(ApiError("cursor_mismatch", str(err)))
 
     @app.errorhandler(PaginationError)
     @app.errorhandler(InvalidParameter)
     def _invalid_parameter(err: ValueError):  # type: ignore[no-untyped-def]
-        return error_response(ApiError(400, "invalid_parameter", str(err)))
+        return error_response(ApiError("invalid_parameter", str(err)))
 
     @app.errorhandler(DBAPIError)
     @app.errorhandler(PoolTimeout)
     def _database_error(err: Exception):  # type: ignore[no-untyped-def]
-        if not database_unavailable(err):
-            return _unexpected(err)  # a value the database refuses: a bug, retrying cannot help
-        # Never show SQL or a stack trace: log it, tell the client to come back.
+        if not retryable(err):
+            return _unexpected(err)  # a bug: retrying cannot help, and its trace must be seen
+        # Never show SQL or a stack trace: log one line, tell the client to come back.
         log.warning("database unavailable: %s", str(err).splitlines()[0][:300])
         return error_response(
-            ApiError(503, "unavailable", "the database is not answering; retry in a few seconds")
+            ApiError("unavailable", "the database is not answering; retry in a few seconds")
         )
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):  # type: ignore[no-untyped-def]
         status = err.code or 500
-        code = _HTTP_CODES.get(status, "error")
-        return error_response(ApiError(status, code, err.description or err.name))
+        code = _HTTP_CODES.get(status)
+        if code is None:
+            # A status no view raises (e.g. 416 for a bad Range on a static file): werkzeug's own.
+            return err
+        # Keep what the exception says about itself: Allow on a 405, Retry-After on a 429.
+        headers = {k: v for k, v in err.get_headers() if k.lower() != "content-type"}
+        return error_response(ApiError(code, err.description or err.name, headers=headers))
 
     @app.errorhandler(Exception)
     def _unexpected(err: Exception):  # type: ignore[no-untyped-def]
-        log.exception("unexpected error")
-        return error_response(ApiError(500, "internal_error", "something went wrong on our side"))
+        log.error("unexpected error", exc_info=err)
+        return error_response(ApiError("internal_error", "something went wrong on our side"))

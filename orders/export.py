@@ -19,12 +19,23 @@ EXPORT_BATCH_SIZE = 5000
 
 
 def export_batches(
-    session: Session, listing: ListRequest, codec: CursorCodec, *, batch_size: int = EXPORT_BATCH_SIZE
+    session: Session,
+    listing: ListRequest,
+    codec: CursorCodec,
+    *,
+    batch_size: int = EXPORT_BATCH_SIZE,
+    one_transaction: bool = False,
 ) -> Iterator[Batch]:
+    """The export's batches. Unless one_transaction (a --consistent snapshot), each batch is read
+    in a short transaction of its own that ends before the batch is handed on: while a client
+    downloads at its own pace, or a HEAD request never asks for the body, the export holds no
+    connection, no snapshot and no lock (an "idle in transaction" session would block every
+    ALTER TABLE behind it). Keyset batches need nothing from the previous transaction: the next
+    one starts from the last row's keys."""
     # Plain rows of the CSV's columns in its order, not ORM objects: an export needs no
     # identity map, and building one per row costs more than the query.
     columns = [Order.__table__.c[name] for name in CSV_COLUMNS]
-    return iterate(
+    batches = iterate(
         session,
         listing.statement().with_only_columns(*columns, maintain_column_froms=True),
         listing.keyset,
@@ -33,12 +44,18 @@ def export_batches(
         after=listing.after,
         filters=listing.filters,
     )
+    for batch in batches:  # iterate() has fetched the whole batch when it yields it
+        if not one_transaction:
+            session.rollback()  # a read-only transaction: ends it, gives the connection back
+        yield batch
 
 
-def csv_text(batch: Batch) -> str:
+def csv_text(batch: Batch, *, raw: bool = False) -> str:
+    """One batch as CSV lines. Text cells a spreadsheet would run as a formula get a leading '
+    (serialize.neutralize); raw=True writes them as stored (`flask export --raw`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows(map(csv_row, batch.items))
+    writer.writerows(csv_row(row, raw=raw) for row in batch.items)
     return buffer.getvalue()
 
 

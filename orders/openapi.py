@@ -6,28 +6,13 @@ from typing import Any
 
 from flask import Blueprint, jsonify
 
-from .api import MAX_AMOUNT
+from .errors import ERRORS
+from .grammar import AMOUNT, MAX_AMOUNT
 from .listing import MAX_LIMIT
 from .models import CUSTOMER_MAX_LENGTH, DEFAULT_SORT, SORTS, STATUSES
 
 bp = Blueprint("openapi", __name__)
 
-_ERROR_CODES = {
-    400: ["invalid_cursor", "cursor_mismatch", "invalid_parameter"],
-    404: ["not_found"],
-    413: ["payload_too_large"],
-    415: ["unsupported_media_type"],
-    422: ["invalid_order"],
-    503: ["unavailable"],
-}
-_ERROR_DESCRIPTIONS = {
-    400: "A parameter or cursor the client got wrong; the message says which and why.",
-    404: "No such order.",
-    413: "The body is larger than 16 KiB.",
-    415: "The body is not application/json.",
-    422: "The order has invalid fields; `errors` maps each field to what is wrong with it.",
-    503: "The database is not answering; retry after the number of seconds in Retry-After.",
-}
 _CURSOR = {
     "type": "string",
     "maxLength": 512,
@@ -40,13 +25,15 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def _error_response(status: int) -> dict[str, Any]:
+    """The response every error of this status gets, from the table in orders/errors.py."""
+    kinds = {code: kind for code, kind in ERRORS.items() if kind.status == status}
     error: dict[str, Any] = {
         "type": "object",
         "required": ["code", "message", *(["errors"] if status == 422 else [])],
-        "properties": {"code": {"enum": _ERROR_CODES[status]}},
+        "properties": {"code": {"enum": list(kinds)}},
     }
     response: dict[str, Any] = {
-        "description": _ERROR_DESCRIPTIONS[status],
+        "description": " ".join(f"`{code}`: {kind.meaning}" for code, kind in kinds.items()),
         "content": {
             "application/json": {
                 "schema": {
@@ -58,19 +45,39 @@ def _error_response(status: int) -> dict[str, Any]:
             }
         },
     }
-    if status == 503:
-        response["headers"] = {
-            "Retry-After": {
-                "description": "Seconds to wait before retrying.",
-                "required": True,
-                "schema": {"type": "integer", "minimum": 1},
-            }
-        }
+    # A header is required when every code of this status carries it.
+    headers = set.intersection(*(set(kind.headers) for kind in kinds.values()))
+    if headers:
+        response["headers"] = {name: _HEADERS[name] for name in sorted(headers)}
     return response
+
+
+_HEADERS: dict[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "WWW-Authenticate": {
+        "description": 'The scheme to authenticate with: `Bearer realm="orders"` (RFC 6750).',
+        "required": True,
+        "schema": {"type": "string", "pattern": "^Bearer "},
+    },
+    "Allow": {
+        "description": "The methods this URL answers.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+# Statuses an operation of the JSON API can answer; 500 is a bug, never documented as an answer.
+DOCUMENTED_STATUSES = sorted({kind.status for kind in ERRORS.values() if kind.status != 500})
 
 
 def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"$ref": f"#/components/responses/Error{status}"} for status in statuses}
+
+
+_WRITE_SECURITY = [{"bearerToken": []}]
 
 
 _ORDER_ID = {
@@ -118,12 +125,13 @@ SPEC: dict[str, Any] = {
                         "description": "A page of orders in the sort's order.",
                         "content": {"application/json": {"schema": _ref("OrderPage")}},
                     },
-                    **_errors(400, 503),
+                    **_errors(400, 429, 503),
                 },
             },
             "post": {
                 "operationId": "createOrder",
                 "summary": "Create an order.",
+                "security": _WRITE_SECURITY,
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": _ref("NewOrder")}},
@@ -140,7 +148,7 @@ SPEC: dict[str, Any] = {
                         },
                         "content": {"application/json": {"schema": _ref("Order")}},
                     },
-                    **_errors(413, 415, 422, 503),
+                    **_errors(400, 401, 413, 415, 422, 429, 503),
                 },
             },
         },
@@ -153,13 +161,14 @@ SPEC: dict[str, Any] = {
                         "description": "The order.",
                         "content": {"application/json": {"schema": _ref("Order")}},
                     },
-                    **_errors(404, 503),
+                    **_errors(404, 429, 503),
                 },
             },
             "delete": {
                 "operationId": "deleteOrder",
+                "security": _WRITE_SECURITY,
                 "parameters": [_ORDER_ID],
-                "responses": {"204": {"description": "Deleted."}, **_errors(404, 503)},
+                "responses": {"204": {"description": "Deleted."}, **_errors(401, 404, 429, 503)},
             },
         },
         "/healthz": {
@@ -225,12 +234,18 @@ SPEC: dict[str, Any] = {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": CUSTOMER_MAX_LENGTH,
-                        "description": "Trimmed; no control characters.",
+                        "description": (
+                            "Stored in NFC without surrounding spaces; needs a visible character; "
+                            "no control characters, line separators, bidi overrides or isolates."
+                        ),
                     },
                     "amount": {
-                        "description": "At most two decimal places, 0 to 9999999999.99.",
+                        "description": (
+                            "0 to 9999999999.99, at most two decimal places, ASCII digits, no sign or "
+                            "exponent: the same grammar for a string and for a JSON number's text."
+                        ),
                         "oneOf": [
-                            {"type": "string", "pattern": "^[0-9]{1,10}(\\.[0-9]{1,2})?$"},
+                            {"type": "string", "pattern": f"^{AMOUNT.pattern}$"},
                             {"type": "integer", "minimum": 0, "maximum": int(MAX_AMOUNT)},
                         ],
                     },
@@ -238,7 +253,10 @@ SPEC: dict[str, Any] = {
                     "created_at": {
                         "type": "string",
                         "format": "date-time",
-                        "description": "With a timezone, between 1970 and 9998; default: now.",
+                        "description": (
+                            "With a timezone, from 1970 up to CREATED_AT_MAX_SKEW_SECONDS (5 s) after "
+                            "the server's clock; default: now."
+                        ),
                     },
                 },
             },
@@ -260,7 +278,14 @@ SPEC: dict[str, Any] = {
                 },
             },
         },
-        "responses": {f"Error{status}": _error_response(status) for status in _ERROR_CODES},
+        "responses": {f"Error{status}": _error_response(status) for status in DOCUMENTED_STATUSES},
+        "securitySchemes": {
+            "bearerToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "One of the server's API_TOKENS. Needed for POST and DELETE only.",
+            }
+        },
     },
 }
 

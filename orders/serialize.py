@@ -9,6 +9,9 @@ from typing import Any
 from .models import Order
 
 CSV_COLUMNS = ["id", "customer", "amount", "status", "created_at"]
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV Injection"):
+# `=HYPERLINK(...)`, `+cmd|' /C calc'!A0`, `@SUM(1+1)`, `-2+3`; tab and carriage return too.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def iso_utc(value: dt.datetime) -> str:
@@ -28,8 +31,20 @@ def order_json(order: Order) -> dict[str, Any]:
     }
 
 
-def csv_row(values: Sequence[Any]) -> list[Any]:
+def neutralize(text: str) -> str:
+    """A text cell a spreadsheet shows as text: prefixed with ' when it would start a formula.
+
+    Only text cells are touched. Ids and amounts are numbers the database typed and we format
+    (an amount is never negative: the API refuses it; and a number with a leading "-" is a
+    number to a spreadsheet, not a formula), statuses come from a fixed list and timestamps
+    start with a digit: prefixing those would only corrupt them.
+    """
+    return "'" + text if text.startswith(FORMULA_TRIGGERS) else text
+
+
+def csv_row(values: Sequence[Any], *, raw: bool = False) -> list[Any]:
     """The values of CSV_COLUMNS, in that order (more may follow), as csv.writer takes them:
-    only the timestamp needs formatting; the writer turns ids and amounts into text itself."""
-    *leading, created_at = values[: len(CSV_COLUMNS)]
-    return [*leading, iso_utc(created_at)]
+    the customer neutralized (unless raw), the timestamp formatted; the writer turns ids and
+    amounts into text itself."""
+    order_id, customer, amount, status, created_at = values[: len(CSV_COLUMNS)]
+    return [order_id, customer if raw else neutralize(customer), amount, status, iso_utc(created_at)]

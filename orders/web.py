@@ -147,8 +147,12 @@ def export_csv():  # type: ignore[no-untyped-def]
             session.close()
 
     filename = f"orders-{listing.sort}{'-' + listing.status if listing.status else ''}.csv"
-    return Response(
+    response = Response(
         stream(),
         mimetype="text/csv",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
+    # HEAD, or a client gone before the body starts, never runs stream(): the WSGI server's
+    # close() still closes the session (export_batches already ended its transaction).
+    response.call_on_close(session.close)
+    return response

@@ -1,4 +1,7 @@
-"""The JSON API as the contract in docs/design.md describes it, on every engine."""
+"""The JSON API as the README's "HTTP API" section describes it, on every engine.
+
+Writes send the bearer token (tests/fixtures.py); the rate limits are on, sized for a test client.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,15 @@ from decimal import Decimal
 
 import pytest
 
+from .fixtures import authorized_client, with_token
 from .helpers import BASE, add_orders
 
 pytestmark = pytest.mark.usefixtures("app")
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    return authorized_client(with_token(app))
 
 
 def seed_ties(engine, count=150, per_time=7):

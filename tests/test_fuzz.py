@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from werkzeug.wrappers import Request
 
 from app import create_app
-from orders.api import MAX_AMOUNT
 from orders.db import make_engine, migrate
+from orders.grammar import MAX_AMOUNT
 from orders.models import CUSTOMER_MAX_LENGTH, SORTS, STATUSES
 from orders.serialize import CSV_COLUMNS
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint

@@ -20,6 +20,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import negative_data_rejection, not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    ignored_auth,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -32,10 +33,12 @@ from orders.openapi import SPEC
 
 from .conftest import SECRET
 from .databases import throwaway_database
+from .fixtures import AUTH, with_token
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
 CHECKS = [
+    ignored_auth,  # a write sent without the token, or with a wrong one, must be refused
     negative_data_rejection,
     not_a_server_error,
     status_code_conformance,
@@ -60,7 +63,7 @@ def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             ],
         )
         engine.dispose()
-        app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
         with LiveServer(app) as server:
             yield server
         app.extensions["engine"].dispose()
@@ -100,7 +103,7 @@ def test_api_follows_its_openapi_description(
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: schemathesis.Case) -> None:
-        response = case.call_and_validate(checks=CHECKS, timeout=10)
+        response = case.call_and_validate(checks=CHECKS, headers=AUTH, timeout=10)
         calls.append(response.status_code)
 
     run()
@@ -110,20 +113,22 @@ def test_api_follows_its_openapi_description(
 def test_oversized_and_non_json_bodies_are_documented(api_schema, live_api: LiveServer) -> None:  # type: ignore[no-untyped-def]
     create = api_schema["/api/orders"]["POST"]
     huge = create.Case(body={"customer": "x" * 20_000, "amount": "1"}, media_type="application/json")
-    assert huge.call_and_validate(checks=CHECKS, timeout=10).status_code == 413
+    assert huge.call_and_validate(checks=CHECKS, headers=AUTH, timeout=10).status_code == 413
     text = create.Case(body="customer=Ana&amount=1", media_type="text/plain")
-    assert text.call_and_validate(checks=CHECKS, timeout=10).status_code == 415
+    assert text.call_and_validate(checks=CHECKS, headers=AUTH, timeout=10).status_code == 415
 
 
 def test_unavailable_database_answers_are_documented(api_schema) -> None:  # type: ignore[no-untyped-def]
     """Every operation answers 503 with Retry-After and the documented error body when the
     database does not answer (here: nothing listens on the port)."""
-    app = create_app(
-        {
-            "TESTING": True,
-            "DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:9/none",
-            "SECRET_KEY": SECRET,
-        }
+    app = with_token(
+        create_app(
+            {
+                "TESTING": True,
+                "DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:9/none",
+                "SECRET_KEY": SECRET,
+            }
+        )
     )
     with LiveServer(app) as down:
         cases = [
@@ -136,7 +141,7 @@ def test_unavailable_database_answers_are_documented(api_schema) -> None:  # typ
         for case in cases:
             # Every check but not_a_server_error: here the 503 is the documented answer.
             checks = [check for check in CHECKS if check is not not_a_server_error]
-            response = case.call_and_validate(base_url=down.url, checks=checks, timeout=10)
+            response = case.call_and_validate(base_url=down.url, checks=checks, headers=AUTH, timeout=10)
             assert response.status_code == 503, (case.method, case.path)
             assert response.json()["error"]["code"] == "unavailable"
             assert int(response.headers["retry-after"][0]) > 0  # lowercase keys, list values

@@ -1,0 +1,89 @@
+"""Rate limits per client (Flask-Limiter): a generous budget for reads, a tight one for writes.
+
+Each budget is shared by every route of its kind (an application limit), keyed by the client's
+address: a client paging through the list and polling for new orders spends one read budget.
+The limits are read from the app's configuration on every request (RATELIMIT_READS,
+RATELIMIT_WRITES), so a test or an operator can change them on a running app. Counters live in
+memory by default (each process counts alone) or, with RATELIMIT_STORAGE_URI=redis://..., in
+Redis, shared by every process and app server that points at it. Over the limit: 429
+`rate_limited` with Retry-After, in the same JSON or HTML error format as every other error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from flask import Flask, current_app, request
+from flask_limiter import ApplicationLimit, Limiter, RateLimitExceeded
+from flask_limiter.util import get_remote_address
+
+from .errors import ApiError, error_response
+
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+# Not limited: load balancers and monitors ask for health every few seconds from one address,
+# and static files are cheap and cached by the browser.
+EXEMPT_ENDPOINTS = {"api.healthz", "static"}
+
+DEFAULTS = {
+    # A reader scrolling fast loads a fragment a second or two; an API client paging an export
+    # by hand a few pages a second. 1200 a minute is far above both and far below a flood.
+    "RATELIMIT_READS": "1200 per minute",
+    # Orders are created by people and integrations, not in bulk through this API.
+    "RATELIMIT_WRITES": "60 per minute",
+    "RATELIMIT_STORAGE_URI": "memory://",
+    # A moving window: no burst of twice the limit across a window boundary.
+    "RATELIMIT_STRATEGY": "moving-window",
+    "RATELIMIT_KEY_PREFIX": "orders",
+}
+
+
+def _reads() -> str:
+    return current_app.config["RATELIMIT_READS"]
+
+
+def _writes() -> str:
+    return current_app.config["RATELIMIT_WRITES"]
+
+
+def _exempt() -> bool:
+    return request.endpoint in EXEMPT_ENDPOINTS
+
+
+def init_app(app: Flask) -> Limiter:
+    for name, value in DEFAULTS.items():
+        app.config.setdefault(name, value)
+    # One Limiter per app (not a module-level one): its storage belongs to the app, so two apps
+    # in one process (tests, or two configurations) never share counters by accident.
+    limiter = Limiter(
+        get_remote_address,
+        application_limits=[
+            ApplicationLimit(_reads, scope="reads", methods=READ_METHODS, exempt_when=_exempt),
+            ApplicationLimit(_writes, scope="writes", methods=WRITE_METHODS, exempt_when=_exempt),
+        ],
+        storage_uri=app.config["RATELIMIT_STORAGE_URI"],
+        strategy=app.config["RATELIMIT_STRATEGY"],
+        key_prefix=app.config["RATELIMIT_KEY_PREFIX"],
+        # A Redis that stops answering must not take the app down with it: count in memory
+        # meanwhile (logged by Flask-Limiter), per process, until Redis is back.
+        in_memory_fallback_enabled=not app.config["RATELIMIT_STORAGE_URI"].startswith("memory"),
+    )
+    limiter.init_app(app)
+    app.extensions["rate_limiter"] = limiter
+
+    @app.errorhandler(RateLimitExceeded)
+    def _rate_limited(err: RateLimitExceeded):  # type: ignore[no-untyped-def]
+        current = limiter.current_limit
+        # Seconds until the window has room again: at least 1, as Retry-After is whole seconds.
+        wait = max(1, math.ceil(current.reset_at - time.time())) if current else 1
+        kind = "writes" if request.method in WRITE_METHODS else "reads"
+        return error_response(
+            ApiError(
+                "rate_limited",
+                f"too many {kind} from this client (limit {err.description}); retry in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+        )
+
+    return limiter
