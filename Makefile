@@ -22,6 +22,7 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/activate
 run: $(VENV)/.runtime
 	$(FLASK) init-db
 	$(FLASK) seed --if-empty
+	@if [ -z "$$API_TOKENS" ]; then echo "API_TOKENS is not set: POST and DELETE are open to clients on this machine (loopback) only; set API_TOKENS=token1,token2 to require Authorization: Bearer <token>."; fi
 	$(FLASK) run --port $${PORT:-5000}
 
 ## test: lint, then the whole suite on SQLite, PostgreSQL, MariaDB and Chromium

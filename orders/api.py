@@ -18,6 +18,12 @@ from .serialize import order_json
 
 bp = Blueprint("api", __name__)
 
+try:  # gunicorn is how production serves the app, but the app must not need it
+    from gunicorn.http.errors import ParseException as _GunicornParseError
+except ImportError:  # pragma: no cover
+    _GunicornParseError = ValueError  # type: ignore[assignment,misc]
+BODY_READ_ERRORS = (OSError, ValueError, _GunicornParseError)
+
 MAX_ID = 2**63 - 1
 
 
@@ -115,13 +121,18 @@ def read_json_body() -> Any:
     if not request.is_json:
         raise ApiError("unsupported_media_type", "send the order as application/json")
     try:
-        # With no Content-Length (chunked), werkzeug stops reading at MAX_CONTENT_LENGTH and
-        # raises 413; a malformed chunked body surfaces as OSError from the server's reader
-        # (werkzeug's and gunicorn's both).
         data = request.get_data(cache=True)
-    except OSError:
-        message = "the request body could not be read (malformed chunked encoding)"
-        raise ApiError("bad_request", message) from None
+    except BODY_READ_ERRORS:
+        # A malformed chunked body: werkzeug's reader raises OSError/ValueError, gunicorn's its
+        # own ParseException (InvalidChunkSize, ChunkMissingTerminator, ...). The client's fault.
+        raise ApiError(
+            "bad_request", "the request body could not be read (malformed chunked encoding)"
+        ) from None
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit:
+        # A chunked body has no Content-Length to refuse up front, and werkzeug stops reading at
+        # the limit without saying so: what it gives us would be a truncated body (a 422).
+        raise ApiError("payload_too_large", f"the body is larger than {limit} bytes")
     try:
         return grammar.loads(data)
     except grammar.DuplicateKey as err:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request
+from flask.globals import request_ctx
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, SecurityError
 
 from pagination import CursorMismatch, InvalidCursor, PaginationError
 
@@ -143,6 +144,9 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
         if err.errors:
             body["errors"] = err.errors
         return jsonify(error=body), err.status, headers
+    if request_ctx.url_adapter is None:
+        # The Host was refused (TRUSTED_HOSTS) before routing: no page can build its links.
+        return Response(err.message + "\n", mimetype="text/plain"), err.status, headers
     if request.headers.get("HX-Request") == "true":
         # A fragment request: htmx does not swap error responses; app.js shows a Retry row.
         headers["Vary"] = "HX-Request"
@@ -260,7 +264,10 @@ def init_app(app: Flask) -> None:
             return err
         # Keep what the exception says about itself: Allow on a 405, Retry-After on a 429.
         headers = {k: v for k, v in err.get_headers() if k.lower() != "content-type"}
-        return error_response(ApiError(code, err.description or err.name, headers=headers))
+        message = err.description or err.name
+        if isinstance(err, SecurityError):  # werkzeug's message repeats the Host it refused
+            message = "this server does not serve that Host (TRUSTED_HOSTS)"
+        return error_response(ApiError(code, message, headers=headers))
 
     @app.errorhandler(Exception)
     def _unexpected(err: Exception):  # type: ignore[no-untyped-def]

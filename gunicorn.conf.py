@@ -1,0 +1,34 @@
+"""gunicorn settings for production: `gunicorn 'app:create_app()'` reads this file from the
+working directory (settings given on the command line or in GUNICORN_CMD_ARGS win).
+
+Why threads (gthread) and not the default sync workers: a sync worker serves one request at a
+time and is killed when one request takes longer than `timeout`, so a CSV export downloaded at
+300 KB/s was cut off mid-row after 30 s, and two slow downloads took both workers and made
+/healthz wait. A gthread worker serves `threads` requests at once and its `timeout` watches the
+worker's own loop, not how long a request takes: a slow download occupies one thread for as
+long as the client needs, and the other threads (and workers) go on serving. The export reads
+each batch in a transaction of its own (orders/export.py), so a download in progress holds no
+database connection between batches: threads can outnumber the connection pool.
+
+Sizing: `workers` x `threads` is how many requests run at once, slow downloads included. Many
+slow clients at once belong behind a buffering reverse proxy (nginx `proxy_buffering on`), which
+takes the response at full speed and feeds it to the client itself.
+"""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8)))
+worker_class = "gthread"
+threads = int(os.environ.get("WEB_THREADS", 8))
+# A worker whose main loop stops answering for this long is restarted (a real hang). With
+# gthread this does not limit how long a download may take.
+timeout = 30
+graceful_timeout = 30
+keepalive = 5
+# Headers and request lines: gunicorn's defaults, stated because the app relies on them being
+# bounded (bodies are bounded by the app's MAX_CONTENT_LENGTH, chunked ones too).
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190

@@ -1,0 +1,290 @@
+"""The doors: who may write, how often anyone may ask, what production refuses to start with,
+which Host is served, and what caches may keep. On SQLite: none of it depends on the engine."""
+
+from __future__ import annotations
+
+import hmac
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+
+import orders.auth
+from app import DYNAMIC_CACHE_CONTROL, create_app, secret_key_problem
+from orders.db import make_engine, migrate
+
+from .conftest import SECRET
+from .fixtures import API_TOKEN, AUTH, CLIENT_LIMITS
+from .live import LiveServer
+
+ORDER = {"customer": "Ana", "amount": "12.30"}
+
+
+@pytest.fixture(scope="module")
+def db_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('doors') / 'doors.db'}"
+    engine = make_engine(url)
+    migrate(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def make_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
+    made: list[Flask] = []
+
+    def make(**config: object) -> Flask:
+        app = create_app({"TESTING": True, "DATABASE_URL": db_file, "SECRET_KEY": SECRET, **config})
+        made.append(app)
+        return app
+
+    yield make
+    for app in made:
+        app.extensions["engine"].dispose()
+
+
+# --- Writes need a token ---------------------------------------------------------------------
+
+
+def test_writes_need_a_valid_bearer_token(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app(API_TOKENS=f"other-token, {API_TOKEN}", **CLIENT_LIMITS).test_client()
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"}):
+        for response in (
+            client.post("/api/orders", json=ORDER, headers=headers),
+            client.delete("/api/orders/1", headers=headers),
+        ):
+            assert response.status_code == 401, headers
+            assert response.json["error"]["code"] == "unauthorized"
+            assert response.headers["WWW-Authenticate"].startswith('Bearer realm="orders"')
+    created = client.post("/api/orders", json=ORDER, headers=AUTH)
+    assert created.status_code == 201
+    lowercase = {"Authorization": f"bearer {API_TOKEN}"}  # the scheme is case-insensitive (RFC 6750)
+    assert client.delete(f"/api/orders/{created.json['id']}", headers=lowercase).status_code == 204
+    # The second configured token works as well; reads never need one.
+    assert (
+        client.post("/api/orders", json=ORDER, headers={"Authorization": "Bearer other-token"}).status_code
+        == 201
+    )
+    assert client.get("/api/orders").status_code == 200
+
+
+def test_tokens_are_compared_in_constant_time(make_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Every configured token is compared with hmac.compare_digest, even after a match."""
+    calls: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(orders.auth.hmac, "compare_digest", spy)
+    client = make_app(API_TOKENS=f"{API_TOKEN},second,third", **CLIENT_LIMITS).test_client()
+    assert client.post("/api/orders", json=ORDER, headers=AUTH).status_code == 201
+    assert [b for _, b in calls] == [API_TOKEN.encode(), b"second", b"third"]
+
+
+def test_without_tokens_writes_are_open_to_loopback_only(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app(**CLIENT_LIMITS).test_client()  # API_TOKENS unset: development
+    assert client.post("/api/orders", json=ORDER).status_code == 201  # the test client is 127.0.0.1
+    assert client.post("/api/orders", json=ORDER, environ_base={"REMOTE_ADDR": "::1"}).status_code == 201
+    for remote in ("192.168.1.20", "10.0.0.1", "2001:db8::1"):
+        response = client.post("/api/orders", json=ORDER, environ_base={"REMOTE_ADDR": remote})
+        assert response.status_code == 401, remote
+        assert "loopback" in response.json["error"]["message"]
+        response = client.delete("/api/orders/1", environ_base={"REMOTE_ADDR": remote})
+        assert response.status_code == 401, remote
+
+
+# --- Production refuses to start without what it needs -----------------------------------------
+
+PRODUCTION = {"PRODUCTION": True, "API_TOKENS": API_TOKEN, "TRUSTED_HOSTS": ["orders.example"]}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        " " * 32,
+        "a" * 64,
+        "ab" * 20,
+        "changeme" * 4,
+        "0123456789abcdef" * 2,
+        "short",
+    ],
+)
+def test_production_refuses_a_secret_key_that_is_not_random(make_app, key: str) -> None:  # type: ignore[no-untyped-def]
+    assert secret_key_problem(key)
+    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+        make_app(**{**PRODUCTION, "SECRET_KEY": key})
+
+
+def test_production_accepts_generated_keys(make_app) -> None:  # type: ignore[no-untyped-def]
+    import secrets
+
+    for key in [secrets.token_hex(16) for _ in range(200)] + [secrets.token_urlsafe(32) for _ in range(200)]:
+        assert secret_key_problem(key) is None, key
+    assert make_app(**{**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(48)}).config["PRODUCTION"]
+
+
+def test_production_refuses_to_start_without_tokens_or_hosts(make_app) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(RuntimeError, match="API_TOKENS"):
+        make_app(**{**PRODUCTION, "API_TOKENS": ""})
+    with pytest.raises(RuntimeError, match="API_TOKENS"):
+        make_app(**{**PRODUCTION, "API_TOKENS": " , "})
+    with pytest.raises(RuntimeError, match="TRUSTED_HOSTS"):
+        make_app(**{**PRODUCTION, "TRUSTED_HOSTS": None})
+
+
+def test_production_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The variables an operator sets, read as create_app() reads them under gunicorn."""
+    import secrets
+
+    monkeypatch.setenv("APP_ENV", "production")
+    monkeypatch.setenv("DATABASE_URL", "sqlite://")
+    monkeypatch.setenv("SECRET_KEY", secrets.token_urlsafe(48))
+    monkeypatch.setenv("TRUSTED_HOSTS", "orders.example, .orders.example")
+    monkeypatch.delenv("API_TOKENS", raising=False)
+    with pytest.raises(RuntimeError, match="API_TOKENS"):
+        create_app()
+    monkeypatch.setenv("API_TOKENS", "one,two")
+    app = create_app()
+    assert app.config["API_TOKENS"] == ("one", "two")
+    assert app.config["TRUSTED_HOSTS"] == ["orders.example", ".orders.example"]
+    client = app.test_client()
+    assert client.get("/openapi.json", headers={"Host": "orders.example"}).status_code == 200
+    assert client.get("/openapi.json", headers={"Host": "api.orders.example"}).status_code == 200
+    assert client.get("/openapi.json", headers={"Host": "evil.example"}).status_code == 400
+    app.extensions["engine"].dispose()
+
+
+# --- Rate limits --------------------------------------------------------------------------------
+
+
+def test_writes_have_a_tighter_limit_than_reads(make_app) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(API_TOKENS=API_TOKEN, RATELIMIT_READS="8 per minute", RATELIMIT_WRITES="3 per minute")
+    client = app.test_client()
+    for _ in range(3):
+        assert client.post("/api/orders", json=ORDER, headers=AUTH).status_code == 201
+    limited = client.post("/api/orders", json=ORDER, headers=AUTH)
+    assert limited.status_code == 429
+    assert limited.json["error"]["code"] == "rate_limited"
+    assert "writes" in limited.json["error"]["message"]
+    assert 1 <= int(limited.headers["Retry-After"]) <= 61  # the window, rounded up to whole seconds
+    assert client.delete("/api/orders/1", headers=AUTH).status_code == 429  # one budget for all writes
+    # Reads have their own budget, shared by every page and API route.
+    answers = [client.get(path).status_code for path in ["/api/orders", "/orders", "/orders/new"] * 3]
+    assert answers == [200] * 8 + [429]
+    page = client.get("/orders")
+    assert page.status_code == 429 and page.mimetype == "text/html" and int(page.headers["Retry-After"]) >= 1
+    fragment = client.get("/orders", headers={"HX-Request": "true"})
+    assert fragment.status_code == 429 and "<html" not in fragment.get_data(as_text=True)
+    # Health checks (load balancers) and static files are not limited.
+    assert client.get("/healthz").status_code == 200
+    static = client.get("/static/app.css")
+    assert static.status_code == 200
+    static.close()
+
+
+def test_limits_are_per_client(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app(RATELIMIT_READS="2 per minute").test_client()
+    for _ in range(2):
+        assert client.get("/api/orders").status_code == 200
+    assert client.get("/api/orders").status_code == 429
+    other = {"REMOTE_ADDR": "127.0.0.2"}
+    assert client.get("/api/orders", environ_base=other).status_code == 200
+
+
+def test_limits_are_read_per_request(make_app) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(RATELIMIT_READS="1 per minute")
+    client = app.test_client()
+    assert client.get("/api/orders").status_code == 200
+    assert client.get("/api/orders").status_code == 429
+    app.config["RATELIMIT_READS"] = "100 per minute"
+    assert client.get("/api/orders").status_code == 200
+
+
+# --- Answers to requests that are not what they should be -----------------------------------------
+
+
+def test_405_says_which_methods_are_allowed(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app().test_client()
+    response = client.put("/api/orders")
+    assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
+    assert set(response.headers["Allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
+    page = client.post("/orders")
+    assert page.status_code == 405 and "GET" in page.headers["Allow"]
+
+
+def test_untrusted_hosts_are_refused_not_copied_into_redirects(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app().test_client()
+    redirect = client.get("/orders//1", headers={"Host": "localhost:5000"})
+    assert redirect.status_code in (301, 308) and "evil" not in redirect.headers["Location"]
+    for path in ("/orders//1", "/orders", "/api/orders", "/"):
+        response = client.get(path, headers={"Host": "evil.example"})
+        assert response.status_code == 400, path
+        assert "Location" not in response.headers
+        assert "evil.example" not in response.get_data(as_text=True)
+    assert client.get("/api/orders", headers={"Host": "evil.example"}).json["error"]["code"] == "bad_request"
+
+
+def test_dynamic_answers_are_private_static_files_are_not_touched(make_app) -> None:  # type: ignore[no-untyped-def]
+    client = make_app().test_client()
+    for path in (
+        "/orders",
+        "/api/orders",
+        "/healthz",
+        "/orders/export.csv",
+        "/api/orders/999",
+        "/openapi.json",
+    ):
+        assert client.get(path).headers["Cache-Control"] == DYNAMIC_CACHE_CONTROL, path
+    fragment = client.get("/orders", headers={"HX-Request": "true"})
+    assert fragment.headers["Cache-Control"] == DYNAMIC_CACHE_CONTROL
+    static = client.get("/static/app.css")
+    assert "private" not in static.headers.get("Cache-Control", "")  # send_file's own, untouched
+    static.close()
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+CHUNKED_POST = (
+    b"POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Authorization: Bearer " + API_TOKEN.encode() + b"\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+)
+
+
+def chunked_bodies() -> dict[str, tuple[bytes, int]]:
+    """Raw chunked bodies and the status each must get (tests/test_security_gunicorn.py sends
+    the same under gunicorn)."""
+    order = b'{"customer": "Ana", "amount": "1.00"}'
+    over = b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(20)) + b"0\r\n\r\n"
+    return {
+        "valid": (b"%x\r\n" % len(order) + order + b"\r\n0\r\n\r\n", 201),
+        "bad chunk size": (b"zz\r\nabc\r\n0\r\n\r\n", 400),
+        "over 16 KiB": (over, 413),
+    }
+
+
+@pytest.mark.parametrize("case", list(chunked_bodies()))
+def test_chunked_bodies_malformed_400_too_long_413(make_app, case: str) -> None:  # type: ignore[no-untyped-def]
+    body, status = chunked_bodies()[case]
+    app = make_app(API_TOKENS=API_TOKEN, **CLIENT_LIMITS)
+    with LiveServer(app) as server:
+        answer = _raw(server.url, CHUNKED_POST + body)
+    assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]
+
+
+def test_make_run_says_writes_are_loopback_only() -> None:
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    run = makefile.split("\nrun:")[1].split("\n\n")[0]
+    assert "API_TOKENS is not set" in run and "loopback" in run
