@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 from flask import Flask, current_app
+from flask.cli import with_appcontext
 from sqlalchemy import select
 from tqdm import tqdm
 from werkzeug.datastructures import MultiDict
@@ -29,6 +30,7 @@ def _session() -> Any:
 
 
 @click.command("init-db")
+@with_appcontext
 def init_db_command() -> None:
     """Create or upgrade the schema to the newest migration (safe to run again)."""
     migrate(current_app.extensions["engine"])
@@ -39,6 +41,7 @@ def init_db_command() -> None:
 @click.option("--rows", default=300_000, show_default=True, help="How many orders to insert.")
 @click.option("--per-minute", default=3, show_default=True, help="Orders sharing each minute.")
 @click.option("--if-empty", is_flag=True, help="Seed only when the orders table is empty.")
+@with_appcontext
 def seed_command(rows: int, per_minute: int, if_empty: bool) -> None:
     """Insert demo orders, several per minute (equal timestamps are the realistic case)."""
     with _session() as session:
@@ -71,6 +74,7 @@ class _StopFlag:
 @click.option("--raw", is_flag=True,
               help="Write customer names exactly as stored: no ' before a leading =, +, -, @, tab or CR "
                    "(unsafe to open in a spreadsheet).")  # fmt: skip
+@with_appcontext
 def export_command(
     sort: str,
     status: str | None,
@@ -132,5 +136,7 @@ def export_command(
 
 
 def init_app(app: Flask) -> None:
+    # with_appcontext on each command: `flask --app app ...` pushes a context itself, but
+    # app.test_cli_runner() and any other caller of app.cli need the command to do it.
     for command in (init_db_command, seed_command, export_command):
         app.cli.add_command(command)

