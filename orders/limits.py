@@ -24,7 +24,7 @@ READ_METHODS = ("GET", "HEAD", "OPTIONS")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # Not limited: load balancers and monitors ask for health every few seconds from one address,
 # and static files are cheap and cached by the browser.
-EXEMPT_ENDPOINTS = {"api.healthz", "static"}
+EXEMPT_ENDPOINTS = {"api.healthz", "replicas.nodes", "static"}
 
 DEFAULTS = {
     # A reader scrolling fast loads a fragment a second or two; an API client paging an export

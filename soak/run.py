@@ -125,11 +125,18 @@ def alive_workers(master: psutil.Process) -> set[int]:
 
 
 def writer(
-    base: str, stats: Stats, stop: threading.Event, interval: float, seed: int, span: dt.timedelta
+    base: str,
+    stats: Stats,
+    stop: threading.Event,
+    interval: float,
+    seed: int,
+    span: dt.timedelta,
+    token: str,
 ) -> None:
     """Insert (newer than all, older than all, inside the range) and delete, at a steady pace."""
     rng = random.Random(seed)
     session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {token}"  # writes need one of API_TOKENS
     n = 0
     next_at = time.monotonic()
     while not stop.is_set():
@@ -342,6 +349,15 @@ def percentile(values: list[float], q: float) -> float:
 # --- The run ------------------------------------------------------------------------------------
 
 
+def soak_limits(config: Config) -> dict[str, str]:
+    """Rate limits for the soak: four times the load it plans, per minute. Each gunicorn worker
+    counts in its own memory, so one worker alone must never see more than that."""
+    writes = int(config.write_rate * 60 * 4)
+    # Readers page as fast as they can: a few hundred pages a second at most on this machine.
+    reads = 1000 * 60 * 4
+    return {"RATELIMIT_WRITES": f"{writes} per minute", "RATELIMIT_READS": f"{reads} per minute"}
+
+
 def soak(database_url: str, config: Config) -> dict[str, Any]:
     """Seed, serve, write and read for config.seconds; return the report (see main)."""
     engine = make_engine(database_url)
@@ -353,6 +369,7 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
     stats = Stats(rows={order_id: Row(status, 0.0) for order_id, status in seeded})
     stats.alive = list(stats.rows)
     span = dt.timedelta(minutes=config.seed_rows // 3)
+    token = secrets.token_urlsafe(32)
 
     with (
         tempfile.TemporaryDirectory(prefix="soak-") as tmp,
@@ -361,8 +378,16 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
             log_path=Path(tmp) / "gunicorn.log",
             workers=config.workers,
             threads=config.threads,
-            # The browser scrolls without "Load more" clicks, 100 rows a fragment.
-            env={"SECRET_KEY": secrets.token_urlsafe(48), "AUTO_PAGES": "100000", "PAGE_SIZE": "100"},
+            # The browser scrolls without "Load more" clicks, 100 rows a fragment. Writes need the
+            # token; the rate limits stay on, sized for this load (every client here is
+            # 127.0.0.1), so any 429 is a failure the report shows.
+            env={
+                "SECRET_KEY": secrets.token_urlsafe(48),
+                "AUTO_PAGES": "100000",
+                "PAGE_SIZE": "100",
+                "API_TOKENS": token,
+                **soak_limits(config),
+            },
         ) as (base, master),
     ):
         workers_before = alive_workers(master)
@@ -370,7 +395,7 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
         interval = config.writers / config.write_rate
         threads = [
             threading.Thread(
-                target=writer, args=(base, stats, stop, interval, 100 + i, span), name=f"writer-{i}"
+                target=writer, args=(base, stats, stop, interval, 100 + i, span, token), name=f"writer-{i}"
             )
             for i in range(config.writers)
         ] + [

@@ -20,6 +20,7 @@ from soak.run import WALKS, Config, soak
 
 from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
+from .fixtures import authorized_client, with_token
 
 SHORT_SECONDS = 15
 
@@ -47,7 +48,7 @@ def delete_app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[
         engine = make_engine(url)
         migrate(engine)
         engine.dispose()
-        app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
         yield app
         app.extensions["engine"].dispose()
 
@@ -55,7 +56,7 @@ def delete_app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[
 def test_two_concurrent_deletes_of_one_order_are_one_204_and_one_404(delete_app) -> None:  # type: ignore[no-untyped-def]
     """Reading the order and then deleting it told both racers 204 (and made SQLAlchemy warn
     that its DELETE matched no row): one order, deleted "twice". Only one of them deleted it."""
-    client = delete_app.test_client()
+    client = authorized_client(delete_app)
     ids = [client.post("/api/orders", json={"customer": "Ana", "amount": "1"}).json["id"] for _ in range(30)]
     outcomes: Counter[tuple[int, ...]] = Counter()
     for order_id in ids:
@@ -66,7 +67,7 @@ def test_two_concurrent_deletes_of_one_order_are_one_204_and_one_404(delete_app)
             order_id: str = order_id, start: threading.Barrier = start, statuses: list[int] = statuses
         ):
             start.wait()
-            statuses.append(delete_app.test_client().delete(f"/api/orders/{order_id}").status_code)
+            statuses.append(authorized_client(delete_app).delete(f"/api/orders/{order_id}").status_code)
 
         racers = [threading.Thread(target=delete) for _ in range(2)]
         for racer in racers:
