@@ -92,6 +92,7 @@ def _config_from_env() -> dict[str, Any]:
     for name in (
         "PAGE_SIZE",
         "AUTO_PAGES",
+        "MAX_ROWS_IN_PAGE",
         "NEW_ORDERS_POLL_SECONDS",
         "STATEMENT_TIMEOUT_MS",
         "REPLICA_MAX_LAG_MS",
@@ -126,6 +127,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         DATABASE_URL=f"sqlite:///{Path(app.instance_path) / 'orders.db'}",
         PAGE_SIZE=20,
         AUTO_PAGES=5,
+        MAX_ROWS_IN_PAGE=600,  # rows app.js keeps in the document while scrolling (0: never drop)
         NEW_ORDERS_POLL_SECONDS=15,
         STATEMENT_TIMEOUT_MS=5000,
         DATABASE_REPLICA_URLS="",  # PostgreSQL standbys for list reads (orders/replicas.py)

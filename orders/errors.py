@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException, SecurityError
 
 from pagination import CursorMismatch, InvalidCursor, PaginationError
 
+from . import htmx
 from .listing import InvalidParameter
 
 log = logging.getLogger(__name__)
@@ -147,9 +148,9 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
     if request_ctx.url_adapter is None:
         # The Host was refused (TRUSTED_HOSTS) before routing: no page can build its links.
         return Response(err.message + "\n", mimetype="text/plain"), err.status, headers
-    if request.headers.get("HX-Request") == "true":
+    if htmx.wants_fragment():
         # A fragment request: htmx does not swap error responses; app.js shows a Retry row.
-        headers["Vary"] = "HX-Request"
+        headers["Vary"] = ", ".join(htmx.VARY)
         return render_template("_error_row.html", error=err), err.status, headers
     page = render_template("error.html", error=err, title=ERRORS[err.code].title)
     return page, err.status, headers

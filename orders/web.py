@@ -6,6 +6,7 @@ import datetime as dt
 import itertools
 from collections.abc import Iterator
 from decimal import Decimal
+from urllib.parse import urlsplit, urlunsplit
 
 from flask import (
     Blueprint,
@@ -18,10 +19,12 @@ from flask import (
 )
 from markupsafe import Markup
 
-from pagination import paginate
+from pagination import AFTER, Page, Position, filters_fingerprint, paginate
 
+from . import htmx
 from .api import get_order_or_404
 from .db import get_session
+from .errors import ApiError
 from .export import csv_chunks, export_batches
 from .listing import InvalidParameter, ListRequest, parse_int
 from .serialize import iso_utc
@@ -46,9 +49,12 @@ def timestamp(value: dt.datetime) -> Markup:
 NEW_ORDERS_CAP = 99
 
 
-def is_htmx() -> bool:
-    """True for requests htmx makes for a fragment (not for boosted full-page navigations)."""
-    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
+@bp.after_request
+def _vary(response: Response) -> Response:
+    # Error answers of these routes (an error row or an error page) differ by the same headers.
+    for header in htmx.VARY:
+        response.vary.add(header)
+    return response
 
 
 @bp.get("/")
@@ -56,42 +62,73 @@ def index():  # type: ignore[no-untyped-def]
     return redirect(url_for("web.orders"))
 
 
+def _position(listing: ListRequest, row: object) -> str:
+    """An inclusive `after` cursor at `row`: the list opened there starts with that row."""
+    keys = tuple(getattr(row, column.expr.key) for column in listing.keyset.columns)
+    fingerprint = filters_fingerprint(listing.filters)
+    position = Position(listing.keyset.name, AFTER, fingerprint, keys, inclusive=True)
+    return current_app.extensions["cursor_codec"].encode(position)
+
+
+def _page_urls(listing: ListRequest, page: Page, page_number: int) -> dict[str, str | None]:
+    """The URLs the rows of a page carry, so the browser can come back to any page edge.
+
+    `pos` opens the list at the page's first row (the address bar keeps it while the reader is
+    on that page; the top of the list is plain /orders). `before`/`after` load the rows next to
+    the page's edges again after app.js dropped them to keep the document small.
+    """
+    if not page.items:
+        return {"pos": None, "before": None, "after": None}
+
+    def link(**changes: object) -> str:
+        return url_for("web.orders", **listing.query_args(**changes))
+
+    # A page that had no successor when drawn needs no way to reload one: nothing follows it.
+    after = page.next_cursor and link(after=page.next_cursor, page=page_number + 1)
+    return {
+        "pos": link(after=_position(listing, page.items[0])) if page.prev_cursor else link(),
+        "before": link(before=page.head_cursor),
+        "after": after,
+    }
+
+
 @bp.get("/orders")
 def orders():  # type: ignore[no-untyped-def]
     cfg = current_app.config
     listing = ListRequest.from_args(request.args, default_limit=cfg["PAGE_SIZE"])
-    # `page` numbers the pages of this walk: it gives rows their aria-rowindex and decides
-    # when the automatic loads stop and a "Load more" button takes over.
+    # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
+    # and a "Load more" button takes over, so the footer can be reached.
     page_number = parse_int(request.args, "page", 1, 1, 1_000_000)
     page = listing.page(get_session(), current_app.extensions["cursor_codec"])
     auto_pages = cfg["AUTO_PAGES"]
+    fragment = htmx.wants_fragment()
     context = {
         "listing": listing,
         "page": page,
         "page_number": page_number,
-        "first_row_index": (page_number - 1) * listing.limit + 2,  # row 1 is the header
+        "urls": _page_urls(listing, page, page_number),
+        # A `before` fragment goes above the rows (its own top sentinel, no bottom control); an
+        # `after` fragment goes below them; a full page has both ends.
+        "show_top": not fragment or listing.before is not None,
+        "show_bottom": not fragment or listing.before is None,
         # One url_for per page, not one per row (Werkzeug's URL building was a tenth of a page):
         # a row's link is this prefix and its id.
         "order_url_prefix": url_for("web.order_detail", order_id=0).removesuffix("0"),
         # After AUTO_PAGES automatic loads, ask for a click so the footer can be reached.
         "auto_load": (page_number - 1) % (auto_pages + 1) != auto_pages,
+        "list_url": url_for("web.orders"),
         "next_url": page.next_cursor
         and url_for("web.orders", **listing.query_args(after=page.next_cursor, page=page_number + 1)),
-        "prev_url": page.prev_cursor
-        and url_for(
-            "web.orders", **listing.query_args(before=page.prev_cursor, page=max(page_number - 1, 1))
-        ),
+        "next_args": page.next_cursor and listing.query_args(after=page.next_cursor, page=page_number + 1),
+        "prev_url": page.prev_cursor and url_for("web.orders", **listing.query_args(before=page.prev_cursor)),
+        # The banner counts rows above the top of the list, so only a list opened at its top polls.
         "new_orders_url": page.head_cursor
         and listing.sort == "newest"
-        and listing.before is None
+        and not page.prev_cursor
         and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
+        "max_rows": cfg["MAX_ROWS_IN_PAGE"],
     }
-    if is_htmx():
-        response = Response(render_template("_rows.html", **context))
-    else:
-        response = Response(render_template("orders.html", **context))
-    response.headers["Vary"] = "HX-Request"
-    return response
+    return render_template("_rows.html" if fragment else "orders.html", **context)
 
 
 @bp.get("/orders/new")
@@ -118,9 +155,32 @@ def new_orders():  # type: ignore[no-untyped-def]
     )
 
 
+def _back_to_list() -> str:
+    """Where "Back to the list" goes: the list page the reader came from, at the same place.
+
+    htmx sends the address bar (which app.js keeps at the reader's position) as HX-Current-URL;
+    without JavaScript the Referer is the list page that was shown. Only a path of this site's
+    list is taken from either, never a host, so the link cannot lead elsewhere.
+    """
+    list_path = url_for("web.orders")
+    for header in ("HX-Current-URL", "Referer"):
+        parts = urlsplit(request.headers.get(header, ""))
+        if parts.path == list_path and parts.netloc in ("", request.host):
+            return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
+    return list_path
+
+
 @bp.get("/orders/<int:order_id>")
 def order_detail(order_id: int):  # type: ignore[no-untyped-def]
-    return render_template("order.html", order=get_order_or_404(order_id))
+    try:
+        order = get_order_or_404(order_id)
+    except ApiError as err:
+        if err.status != 404:
+            raise
+        # Orders are deleted while people read the list: say so, and lead back to where they were.
+        page = render_template("order_gone.html", order_id=order_id, back_url=_back_to_list())
+        return page, 404
+    return render_template("order.html", order=order, back_url=_back_to_list())
 
 
 @bp.get("/orders/export.csv")

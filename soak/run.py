@@ -387,6 +387,8 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
                 "PAGE_SIZE": "100",
                 "API_TOKENS": token,
                 **soak_limits(config),
+                # The soak reads every row off the page at the end: keep them all in the document.
+                "MAX_ROWS_IN_PAGE": "0",
             },
         ) as (base, master),
     ):

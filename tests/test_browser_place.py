@@ -1,0 +1,242 @@
+"""The reader never loses their place: the position in the address bar, Back with and without
+htmx's snapshot, reload and shared links at depth, loading above without a jump, a bounded
+document, deleted orders. Chromium on SQLite and PostgreSQL; waits are web-first assertions or
+wait_for_function on a condition, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+from sqlalchemy import delete
+from sqlalchemy.orm import Session
+
+from orders.models import Order
+
+from .test_browser import ROWS, engine_of, screen_rows, seed
+
+pytestmark = pytest.mark.browser
+ON_TOP = (
+    "id => { const r = document.getElementById('order-' + id);"
+    " return r && Math.abs(r.getBoundingClientRect().top) <= 2; }"
+)
+FIRST_IN_VIEW = (
+    "() => [...document.querySelectorAll('#rows > tr[data-id]')]"
+    ".find(r => r.getBoundingClientRect().bottom > 1).dataset.id"
+)
+
+
+def ids_on_screen(page: Page) -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")]
+
+
+def scroll_until(page: Page, rows: int) -> None:
+    """Wheel down until `rows` rows are in the document (tests set AUTO_PAGES so no click is due)."""
+    for _ in range(300):
+        if page.locator(ROWS).count() >= rows:
+            return
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(30)  # lets the intersection observer see the new position
+    raise AssertionError(f"never reached {rows} rows")
+
+
+def put_on_top(page: Page, order_id: str) -> None:
+    """Scrolls so that the row is the first in view, and waits for the address bar to follow."""
+    # Again on every frame until it holds: a wheel scroll still gliding would carry it on.
+    page.wait_for_function(
+        "id => { const r = document.getElementById('order-' + id); r.scrollIntoView({block: 'start'});"
+        " return Math.abs(r.getBoundingClientRect().top) <= 1; }",
+        arg=order_id,
+        polling="raf",
+    )
+    expect(page).to_have_url(re.compile(rf"/orders\?.*#order-{order_id}$"))
+
+
+def assert_in_order(page: Page) -> list[int]:
+    rows = screen_rows(page)
+    ids = [i for _, i in rows]
+    assert len(ids) == len(set(ids)), "a row appears twice"
+    assert rows == sorted(rows, reverse=True), "rows are not in sort order"
+    return ids
+
+
+def expect_on_top(page: Page, order_id: str) -> None:
+    page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)
+
+
+def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Page):
+    live.app.config["AUTO_PAGES"] = 10_000
+    seed(engine_of(live), 400)
+    page.goto(live.url + "/orders")
+    scroll_until(page, 100)
+    order_id = page.locator(ROWS).nth(70).get_attribute("data-id")
+    put_on_top(page, order_id)
+    page.locator(f"#order-{order_id}").get_by_role("link").click()
+    expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    # htmx's snapshot is gone (it keeps 5, and the storage quota is small): Back asks the server.
+    page.evaluate(
+        "sessionStorage.removeItem('htmx-history-cache'); localStorage.removeItem('htmx-history-cache')"
+    )
+    page.go_back()
+    expect(page.get_by_role("table")).to_be_visible()
+    expect(page.locator(f"#order-{order_id}")).to_be_in_viewport()
+    expect_on_top(page, order_id)
+    ids = ids_on_screen(page)
+    assert len(ids) == len(set(ids))
+    # It scrolls on both ways from there.
+    page.mouse.wheel(0, 4000)
+    expect(page.locator(ROWS)).not_to_have_count(len(ids))
+    page.evaluate("window.scrollTo(0, 0)")
+    expect(page.locator(ROWS).first).not_to_have_attribute("data-id", str(ids[0]))
+    assert_in_order(page)
+
+
+def test_back_with_a_snapshot_returns_to_the_same_row(live, page: Page):
+    live.app.config["AUTO_PAGES"] = 10_000
+    seed(engine_of(live), 400)
+    page.goto(live.url + "/orders")
+    scroll_until(page, 100)
+    order_id = page.locator(ROWS).nth(75).get_attribute("data-id")
+    put_on_top(page, order_id)
+    page.locator(f"#order-{order_id}").get_by_role("link").click()
+    expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    assert page.evaluate("(sessionStorage.getItem('htmx-history-cache') || '').length") > 0
+    page.go_back()
+    expect_on_top(page, order_id)
+    ids = ids_on_screen(page)
+    assert len(ids) == len(set(ids)) >= 100  # the snapshot: every row drawn before, no reload
+
+
+def test_reload_and_a_copied_url_open_at_the_row_on_top(live, page: Page, browser):
+    live.app.config["AUTO_PAGES"] = 10_000
+    seed(engine_of(live), 600)
+    page.goto(live.url + "/orders")
+    scroll_until(page, 140)
+    order_id = page.locator(ROWS).nth(125).get_attribute("data-id")
+    put_on_top(page, order_id)
+    url = page.url
+    page.reload()
+    expect_on_top(page, order_id)
+    # Rows above it load as the reader scrolls up; nothing twice, all in order.
+    page.mouse.wheel(0, -3000)
+    expect(page.locator(ROWS).first).not_to_have_attribute("data-id", order_id)
+    assert int(order_id) in assert_in_order(page)
+    # Someone else opens the copied address.
+    other = browser.new_context()
+    shared = other.new_page()
+    shared.goto(url)
+    expect_on_top(shared, order_id)
+    other.close()
+    # Without JavaScript the same address is a page starting at that row's page, links both ways.
+    nojs = browser.new_context(java_script_enabled=False)
+    plain = nojs.new_page()
+    plain.goto(url)
+    expect(plain.locator(f"#order-{order_id}")).to_be_in_viewport()
+    expect(plain.get_by_role("link", name="↑ Previous page")).to_be_attached()
+    expect(plain.get_by_role("link", name="Next page")).to_be_attached()
+    nojs.close()
+
+
+# Records, for every page swapped in above the rows, how far the first row in view moved
+# between just before the swap and two frames after it (CSS anchoring and app.js both done).
+RECORD_SHIFTS = """() => {
+  window.shifts = [];
+  let before = null;
+  const firstInView = () => [...document.querySelectorAll('#rows > tr[data-id]')]
+    .find(r => r.getBoundingClientRect().bottom > 1);
+  document.addEventListener('htmx:beforeSwap', e => {
+    if (!e.detail.target.matches('#less')) return;
+    const row = firstInView();
+    before = row && [row, row.getBoundingClientRect().top];
+    window.measuring = !!before;
+  });
+  document.addEventListener('htmx:afterSwap', () => {
+    if (!before) return;
+    // Two frames later: after app.js, after layout and CSS scroll anchoring.
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      window.shifts.push(before[0].getBoundingClientRect().top - before[1]);
+      before = null;
+      window.measuring = false;
+    }));
+  });
+}"""
+
+
+@pytest.mark.parametrize("anchoring", ["css", "none"])
+def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, anchoring):
+    live.app.config["AUTO_PAGES"] = 10_000
+    seed(engine_of(live), 400)
+    page.goto(live.url + "/orders")
+    scroll_until(page, 140)
+    order_id = page.locator(ROWS).nth(135).get_attribute("data-id")
+    put_on_top(page, order_id)
+    if anchoring == "none":
+        # As in Safari: no CSS scroll anchoring, so the page must compensate itself.
+        page.add_init_script(
+            "document.addEventListener('DOMContentLoaded', () =>"
+            " document.documentElement.style.setProperty('overflow-anchor', 'none'))"
+        )
+    page.reload()
+    expect_on_top(page, order_id)
+    page.evaluate(RECORD_SHIFTS)
+    expected = "none" if anchoring == "none" else "auto"
+    assert page.evaluate("getComputedStyle(document.documentElement).overflowAnchor") == expected
+    # Up to the top sentinel each time, instantly (a gliding wheel would move the rows itself),
+    # and wait for the page it loads above.
+    for _ in range(40):
+        if not page.locator("#less").count():
+            break
+        first = page.locator(ROWS).first.get_attribute("data-id")
+        page.evaluate("document.getElementById('less').scrollIntoView({block: 'start'})")
+        page.wait_for_function(
+            "first => !window.measuring && (!document.getElementById('less') ||"
+            " document.querySelector('#rows > tr[data-id]').dataset.id !== first)",
+            arg=first,
+        )
+    expect(page.locator("#less")).to_have_count(0)
+    page.wait_for_function("() => !window.measuring")
+    shifts = page.evaluate("window.shifts")
+    assert len(shifts) >= 4 and all(abs(s) <= 2 for s in shifts), shifts
+    assert_in_order(page)
+
+
+def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page: Page):
+    engine = engine_of(live)
+    seed(engine, 200)
+    page.goto(live.url + "/orders")
+    scroll_until(page, 60)
+    order_id = page.locator(ROWS).nth(45).get_attribute("data-id")
+    put_on_top(page, order_id)
+    with Session(engine) as session:
+        session.execute(delete(Order).where(Order.id == int(order_id)))
+        session.commit()
+    page.locator(f"#order-{order_id}").get_by_role("link").click()
+    expect(page.get_by_role("heading", name=f"Order #{order_id} no longer exists")).to_be_visible()
+    expect(page).to_have_url(re.compile(rf"/orders/{order_id}$"))
+    page.get_by_role("link", name="Back to the list").click()
+    expect(page.get_by_role("table")).to_be_visible()
+    # The deleted row is gone; the list opens where it was, at the row that followed it.
+    expect(page.locator(f"#order-{order_id}")).to_have_count(0)
+    neighbour = page.locator(ROWS).nth(0)
+    expect(neighbour).to_be_attached()
+    ids = ids_on_screen(page)
+    assert int(order_id) not in ids and len(ids) == len(set(ids))
+    first_in_view = page.evaluate(FIRST_IN_VIEW)
+    # It lands on the first row of the page the deleted row was on.
+    page_start = page.locator(ROWS).filter(has=page.locator("xpath=self::*[@data-pos]"))
+    assert first_in_view in page_start.evaluate_all("rows => rows.map(r => r.dataset.id)")
+
+
+@pytest.mark.parametrize("key", ["Enter", "Space"])
+def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
+    live.app.config["AUTO_PAGES"] = 0  # every load asks for a press
+    seed(engine_of(live), 100)
+    page.goto(live.url + "/orders")
+    button = page.get_by_role("button", name="Load more orders")
+    button.focus()
+    page.keyboard.press(key)
+    expect(page.locator(ROWS)).to_have_count(40)
+    expect(page.locator(ROWS).nth(20)).to_be_focused()
+    expect(page.locator("#announcer")).to_have_text("20 more orders loaded.")
