@@ -19,7 +19,7 @@ from flask import (
 )
 from markupsafe import Markup
 
-from pagination import AFTER, Page, Position, filters_fingerprint, paginate
+from pagination import Page, paginate, start_at
 
 from . import htmx
 from .api import get_order_or_404
@@ -63,11 +63,16 @@ def index():  # type: ignore[no-untyped-def]
 
 
 def _position(listing: ListRequest, row: object) -> str:
-    """An inclusive `after` cursor at `row`: the list opened there starts with that row."""
-    keys = tuple(getattr(row, column.expr.key) for column in listing.keyset.columns)
-    fingerprint = filters_fingerprint(listing.filters)
-    position = Position(listing.keyset.name, AFTER, fingerprint, keys, inclusive=True)
-    return current_app.extensions["cursor_codec"].encode(position)
+    """An inclusive `after` cursor at `row`'s whole key: the list opened there starts with it."""
+    keys = [getattr(row, column.expr.key) for column in listing.keyset.columns]
+    return start_at(
+        listing.keyset,
+        keys,
+        codec=current_app.extensions["cursor_codec"],
+        filters=listing.filters,
+        # Read where this page was read (the WAL position, when reads go to replicas).
+        meta=get_session().info.get("cursor_meta"),
+    )
 
 
 def _page_urls(listing: ListRequest, page: Page, page_number: int) -> dict[str, str | None]:
