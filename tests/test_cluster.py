@@ -256,6 +256,9 @@ def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]
         # The same client (cookie): the JSON list and the HTML list show the order at once.
         assert order_id in [o["id"] for o in writer.get("/api/orders").get_json()["items"]]
         assert f'data-id="{order_id}"' in writer.get("/orders").get_data(as_text=True)
+        export = writer.get("/orders/export.csv")
+        assert "primary" in export.headers["Server-Timing"]
+        assert f"\n{order_id}," in export.get_data(as_text=True)
         # An API client without cookies that sends the header back.
         headed = app.test_client(use_cookies=False).get("/api/orders", headers={HEADER: position})
         assert order_id in [o["id"] for o in headed.get_json()["items"]]
@@ -356,3 +359,26 @@ def test_primary_stopped_reads_go_on_from_replicas_writes_are_503(cl: Cluster, o
         assert int(write.headers["Retry-After"]) > 0
     finally:
         cl.databases.primary.start()
+
+
+def test_replicas_are_ignored_without_a_postgresql_primary(tmp_path: Path):
+    """SQLite (and MariaDB) have no WAL position to compare: the app reads and writes its one
+    database, as without replicas (this URL would not even connect)."""
+    from app import create_app
+
+    app = create_app(
+        {
+            "TESTING": True,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'one.db'}",
+            "DATABASE_REPLICA_URLS": "postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
+            "SECRET_KEY": SECRET,
+        }
+    )
+    from orders.db import migrate
+
+    migrate(app.extensions["engine"])
+    assert "router" not in app.extensions
+    response = app.test_client().get("/api/orders")
+    assert response.status_code == 200 and "Server-Timing" not in response.headers
+    assert app.test_client().get("/healthz/nodes").get_json()["routing"] is False
+    app.extensions["engine"].dispose()
