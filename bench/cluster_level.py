@@ -213,6 +213,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     results: dict[str, Any] = {"rows": args.rows, "seconds": args.seconds, "clients": args.clients}
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, databases(2) as dbs:
@@ -223,14 +224,20 @@ def main() -> None:
         print(f"PostgreSQL {version}: primary + 2 standbys, {args.rows:,} orders, {args.clients} clients")
         cost = results["routing cost per cursor page"] = routing_cost(dbs)
         print(f"  routing cost per cursor page (in process, standby1 routed vs direct): {cost}")
-        for count, replicas in ((1, False), (1, True), (2, False), (2, True)):
-            servers = f"{count} app server{'s' if count > 1 else ''}"
-            label = f"{servers}, reads on {'replicas' if replicas else 'primary'}"
-            with ExitStack() as stack:
-                base = app_servers(stack, dbs, count, replicas, logs)
-                result = Load(base, args.clients, args.seconds).run()
-            results[label] = result
-            print(f"  {label:42} {_line(result)}")
+        # The machine is shared: each configuration runs `rounds` times, interleaved, and the
+        # round with the most pages/s is kept (the least disturbed one); all rounds are saved.
+        configs = [(1, False), (1, True), (2, False), (2, True)]
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(args.rounds):
+            for count, replicas in configs:
+                servers = f"{count} app server{'s' if count > 1 else ''}"
+                label = f"{servers}, reads on {'replicas' if replicas else 'primary'}"
+                with ExitStack() as stack:
+                    base = app_servers(stack, dbs, count, replicas, logs)
+                    runs.setdefault(label, []).append(Load(base, args.clients, args.seconds).run())
+                print(f"  {label:42} {_line(runs[label][-1])}")
+        for label, rounds in runs.items():
+            results[label] = {**max(rounds, key=lambda r: r["pages_per_s"]), "rounds": rounds}
 
         with ExitStack() as stack:
             base = app_servers(stack, dbs, 2, True, logs)

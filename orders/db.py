@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session, sessionmaker
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
-def make_engine(url: str, *, statement_timeout_ms: int | None = None) -> Engine:
+def make_engine(url: str, *, statement_timeout_ms: int | None = None, pre_ping: bool = True) -> Engine:
     """An engine that notices dead connections (pre-ping) and bounds how long a query may run."""
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping}
     connect_args: dict[str, Any] = {}
     if url.startswith("postgresql"):
         connect_args["connect_timeout"] = 5

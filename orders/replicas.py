@@ -340,29 +340,39 @@ def _route_read() -> None:
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
     tried: set[str] = set()
+    streaming = request.endpoint in STREAMING_ENDPOINTS
+    node = router.choose(need, first_page=first_page, exclude=tried)
+    fresh_retry = True
     while True:
-        node = router.choose(need, first_page=first_page, exclude=tried)
         route = Route(node)
         session.info["read_bind"] = node.engine
         g.read_route = route
-        if request.endpoint in STREAMING_ENDPOINTS:
-            break
         try:
             # The first statement fixes the REPEATABLE READ snapshot, then reads the position:
-            # the position is at least as far as anything the page's queries can see.
-            conn = session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            # the position is at least as far as anything the page's queries can see. (An export
+            # streams for long: it keeps READ COMMITTED, and the statement only checks the node.)
+            options = {} if streaming else {"isolation_level": "REPEATABLE READ"}
+            conn = session.connection(execution_options=options)
             lsn = conn.execute(text(PRIMARY_LSN_SQL if node.primary else REPLICA_LSN_SQL)).scalar()
         except DBAPIError as err:
-            # The node stopped answering since it was last probed: take it out and try the next.
             session.rollback()
+            if fresh_retry and err.connection_invalidated and not node.primary:
+                # Replica engines skip the pre-ping (this statement is the ping): a connection
+                # the node dropped (it restarted) has just emptied the pool; try a fresh one.
+                fresh_retry = False
+                continue
+            # The node stopped answering since it was last probed: take it out, try the next.
             router.mark_down(node, err)
             tried.add(node.name)
+            node = router.choose(need, first_page=first_page, exclude=tried)
+            fresh_retry = True
             continue
         parsed = parse_lsn(lsn)
         if parsed is not None:
             node.seen(parsed)
             route.lsn = lsn
-            session.info["cursor_meta"] = {"lsn": lsn}
+            if not streaming:
+                session.info["cursor_meta"] = {"lsn": lsn}
         break
     node.pages += 1
     route.seconds = time.perf_counter() - route.started
@@ -453,7 +463,9 @@ def init_app(app: Flask) -> None:
     timeout = app.config.get("STATEMENT_TIMEOUT_MS")
     router = Router(
         app.extensions["engine"],
-        [make_engine(url, statement_timeout_ms=timeout) for url in urls],
+        # No pre-ping: a read's first statement (the position) is the ping, and a failure there
+        # moves the read to another node (one round trip per page saved).
+        [make_engine(url, statement_timeout_ms=timeout, pre_ping=False) for url in urls],
         max_lag_ms=int(app.config["REPLICA_MAX_LAG_MS"]),
     )
     app.extensions["router"] = router

@@ -338,7 +338,9 @@ def test_replica_stopped_mid_scroll_in_chromium(cl: Cluster, orders: list[int], 
     nodes: set[str] = set()
     while "replica1" not in nodes:
         assert time.monotonic() < deadline, "replica1 never came back into rotation"
-        nodes.add(served(requests.get(f"{cl.url}/api/orders", timeout=30))[0])
+        response = requests.get(f"{cl.url}/api/orders", timeout=30)
+        assert response.status_code == 200, response.text  # stale pooled connections are retried
+        nodes.add(served(response)[0])
         time.sleep(0.05)
 
 
