@@ -240,3 +240,81 @@ def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
     expect(page.locator(ROWS)).to_have_count(40)
     expect(page.locator(ROWS).nth(20)).to_be_focused()
     expect(page.locator("#announcer")).to_have_text("20 more orders loaded.")
+
+
+def contiguous(snapshots: list[list[int]], order_id: int) -> bool:
+    """The row was on the page in one unbroken run of snapshots: shown once, never shown again."""
+    present = [i for i, ids in enumerate(snapshots) if order_id in ids]
+    return bool(present) and present == list(range(present[0], present[-1] + 1))
+
+
+def walk(page: Page, step: int, done: str, snapshots: list[list[int]], limit: int) -> None:
+    """Wheel until `done` (a JS condition) holds; after each step the screen is checked whole."""
+    for _ in range(600):
+        page.mouse.wheel(0, step)
+        page.wait_for_timeout(40)  # pacing for the intersection observer, not a timing assertion
+        rows = screen_rows(page)
+        ids = [i for _, i in rows]
+        assert len(ids) == len(set(ids)), "a row appears twice"
+        assert rows == sorted(rows, reverse=True), "rows are not in sort order"
+        assert len(ids) <= limit, f"{len(ids)} rows in the document"
+        snapshots.append(ids)
+        if page.evaluate(done):
+            return
+    raise AssertionError("the walk did not finish")
+
+
+def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: Page):
+    import datetime as dt
+    import random
+    import threading
+    import time
+    from decimal import Decimal
+
+    from .helpers import BASE, add_orders
+
+    max_rows = 100
+    live.app.config.update(AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=max_rows)
+    engine = engine_of(live)
+    initial = seed(engine, 700)
+    rng = random.Random(7)
+    deleted: set[int] = set()
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            inside = (BASE - dt.timedelta(minutes=rng.randint(0, 230)), "Inside", Decimal("2.00"), "paid")
+            newer = (BASE + dt.timedelta(minutes=rng.randint(1, 50)), "Newer", Decimal("1.00"), "paid")
+            add_orders(engine, [inside, newer])
+            victims = rng.sample(sorted(set(initial) - deleted), 2)
+            with Session(engine) as session:
+                session.execute(delete(Order).where(Order.id.in_(victims)))
+                session.commit()
+            deleted.update(victims)
+            time.sleep(0.05)
+
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(19)).to_be_attached()
+    thread = threading.Thread(target=writer)
+    thread.start()
+    down: list[list[int]] = []
+    up: list[list[int]] = []
+    try:
+        walk(page, 900, "() => !!document.getElementById('end-of-list')", down, max_rows + 60)
+        # Rows far above were dropped on the way down; a sentinel loads them again.
+        expect(page.locator("#less")).to_have_count(1)
+        walk(page, -900, "() => !document.getElementById('less') && scrollY === 0", up, max_rows + 60)
+    finally:
+        stop.set()
+        thread.join()
+    # And the bottom was dropped on the way up: the end is no longer in the document.
+    expect(page.locator("#end-of-list")).to_have_count(0)
+    stable = set(initial) - deleted
+    assert len(deleted) > 20, "the writer hardly ran"
+    for name, snapshots in (("down", down), ("up", up)):
+        seen = set().union(*snapshots)
+        assert stable <= seen, f"{len(stable - seen)} rows that existed throughout were not seen going {name}"
+        twice = [i for i in stable if not contiguous(snapshots, i)]
+        assert not twice, f"going {name}, {len(twice)} rows were shown, gone and shown again: {twice[:5]}"
+    assert max(len(ids) for ids in down + up) > max_rows, "nothing was ever dropped"
+    expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
