@@ -250,16 +250,22 @@ def contiguous(snapshots: list[list[int]], order_id: int) -> bool:
 
 def walk(page: Page, step: int, done: str, snapshots: list[list[int]], limit: int) -> None:
     """Wheel until `done` (a JS condition) holds; after each step the screen is checked whole."""
+    read = (
+        "done => [(0, eval)(done)(), [...document.querySelectorAll('#rows > tr[data-id]')]"
+        ".map(r => [r.querySelector('time').getAttribute('datetime'), +r.dataset.id])]"
+    )
     for _ in range(600):
         page.mouse.wheel(0, step)
         page.wait_for_timeout(40)  # pacing for the intersection observer, not a timing assertion
-        rows = screen_rows(page)
+        # The condition and the rows in one evaluation: nothing can load in between.
+        finished, rows = page.evaluate(read, done)
+        rows = [tuple(r) for r in rows]
         ids = [i for _, i in rows]
         assert len(ids) == len(set(ids)), "a row appears twice"
         assert rows == sorted(rows, reverse=True), "rows are not in sort order"
         assert len(ids) <= limit, f"{len(ids)} rows in the document"
         snapshots.append(ids)
-        if page.evaluate(done):
+        if finished:
             return
     raise AssertionError("the walk did not finish")
 
