@@ -21,7 +21,7 @@ from markupsafe import Markup
 
 from pagination import Page, paginate, start_at
 
-from . import htmx
+from . import htmx, jump
 from .api import get_order_or_404
 from .db import get_session
 from .errors import ApiError
@@ -97,10 +97,30 @@ def _page_urls(listing: ListRequest, page: Page, page_number: int) -> dict[str, 
     }
 
 
+def _jump(listing: ListRequest, to: str):  # type: ignore[no-untyped-def]
+    """ "Go to": a redirect to the position URL of the first row at or past the value typed.
+
+    A redirect, so the address is the same kind of position URL as any other: reload, Back and
+    sharing behave alike, and the value typed is not re-applied by a reload.
+    """
+    if listing.after is not None or listing.before is not None:
+        raise InvalidParameter("give either to or a cursor (after/before), not both")
+    cursor = start_at(
+        listing.keyset,
+        [jump.value_for(listing.sort, to, jump.single(request.args, "tz"))],
+        codec=current_app.extensions["cursor_codec"],
+        filters=listing.filters,
+    )
+    return redirect(url_for("web.orders", **listing.query_args(after=cursor)), 303)
+
+
 @bp.get("/orders")
 def orders():  # type: ignore[no-untyped-def]
     cfg = current_app.config
     listing = ListRequest.from_args(request.args, default_limit=cfg["PAGE_SIZE"])
+    to = jump.single(request.args, "to")
+    if to is not None:
+        return _jump(listing, to)
     # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
     # and a "Load more" button takes over, so the footer can be reached.
     page_number = parse_int(request.args, "page", 1, 1, 1_000_000)
@@ -132,6 +152,7 @@ def orders():  # type: ignore[no-untyped-def]
         and not page.prev_cursor
         and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
         "max_rows": cfg["MAX_ROWS_IN_PAGE"],
+        "jump_label": jump.LABELS[listing.sort],
     }
     return render_template("_rows.html" if fragment else "orders.html", **context)
 

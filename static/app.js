@@ -349,6 +349,22 @@
     if (evt.detail && evt.detail.cacheMiss) goToNamedRow();
   });
 
+  // "Go to" a date and time: the list shows times in the reader's zone, so the server is told
+  // the zone's offset at that date (without JavaScript, both are UTC).
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (!form.matches || !form.matches("form.jump")) return;
+    var when = form.querySelector('input[type="datetime-local"]');
+    var old = form.querySelector('input[name="tz"]');
+    if (old) old.remove();
+    if (!when || !when.value) return;
+    var tz = document.createElement("input");
+    tz.type = "hidden";
+    tz.name = "tz";
+    tz.value = String(new Date(when.value).getTimezoneOffset());
+    form.appendChild(tz);
+  });
+
   // Sort and status apply as soon as they change (the Apply button stays for keyboards).
   document.addEventListener("change", function (evt) {
     var form = evt.target.closest && evt.target.closest("form.controls");

@@ -10,7 +10,7 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
@@ -324,3 +324,42 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
         assert not twice, f"going {name}, {len(twice)} rows were shown, gone and shown again: {twice[:5]}"
     assert max(len(ids) for ids in down + up) > max_rows, "nothing was ever dropped"
     expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
+
+
+def test_go_to_a_date_lands_on_the_first_row_at_or_before_it_and_scrolls_both_ways(live, browser):
+    import datetime as dt
+
+    live.app.config["AUTO_PAGES"] = 10_000
+    seed(engine_of(live), 600)
+    # The reader is in India (UTC+5:30): the form takes their local time, as the list shows it.
+    context = browser.new_context(timezone_id="Asia/Kolkata")
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    target_utc = dt.datetime(2026, 3, 11, 9, 0, tzinfo=dt.UTC)  # 100 minutes, ~300 rows, deep
+    local = (target_utc + dt.timedelta(hours=5, minutes=30)).strftime("%Y-%m-%dT%H:%M")
+    page.get_by_label("Go to date and time").fill(local)
+    page.get_by_role("button", name="Go", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/orders\?after="))
+    with Session(engine_of(live)) as session:
+        expected = session.scalars(
+            select(Order.id)
+            .where(Order.created_at <= target_utc)
+            .order_by(Order.created_at.desc(), Order.id.desc())
+            .limit(1)
+        ).one()
+    landed = page.locator(f"#order-{expected}")
+    expect(landed).to_be_in_viewport()
+    # Rows above it load as the reader scrolls up, all later than the value.
+    page.mouse.wheel(0, -1500)
+    expect(page.locator(ROWS).first).not_to_have_attribute("data-id", str(expected))
+    snapshot = screen_rows(page)  # one read: more rows may be loading above meanwhile
+    rows = [i for _, i in snapshot]
+    assert snapshot == sorted(snapshot, reverse=True) and len(rows) == len(set(rows))
+    iso = target_utc.strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    for created, order_id in snapshot:
+        assert (created > iso) == (rows.index(order_id) < rows.index(expected)), order_id
+    # And further down.
+    page.mouse.wheel(0, 6000)
+    expect(page.locator(ROWS)).not_to_have_count(len(rows))
+    assert_in_order(page)
+    context.close()

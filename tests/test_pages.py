@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 from sqlalchemy import delete
@@ -271,3 +272,62 @@ def test_a_failed_fragment_is_the_retry_row(client):
     assert (
         html.lstrip().startswith("<tr") and "error-row" in html and "data-retry" in html and "cursor" in html
     )
+
+
+def rows_of(client, url: str) -> list[tuple[str, ...]]:
+    html = client.get(url).get_data(as_text=True)
+    return re.findall(
+        r'data-id="(\d+)".*?<td class="customer">([^<]*)</td>\s*'
+        r'<td class="amount">([^<]*)</td>.*?datetime="([^"]+)"',
+        html,
+        re.S,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sort", "to", "at_or_past"),
+    [
+        ("newest", "2026-03-11T10:20", lambda r: r[3] <= "2026-03-11T10:20:00.000000Z"),
+        ("newest", "2026-03-11", lambda r: r[3] < "2026-03-12"),
+        ("oldest", "2026-03-11T10:20", lambda r: r[3] >= "2026-03-11T10:20:00.000000Z"),
+        ("amount", "4.50", lambda r: Decimal(r[2].replace(",", "")) <= Decimal("4.50")),
+        ("customer", "cust3", lambda r: r[1] >= "cust3"),
+    ],
+)
+def test_go_to_a_value_opens_the_list_at_the_first_row_at_or_past_it(client, engine, sort, to, at_or_past):
+    seed_ties(engine, 300)
+    response = client.get(f"/orders?sort={sort}&to={to}")
+    assert response.status_code == 303
+    position = response.headers["Location"]
+    assert "after=" in position and "to=" not in position
+    rows = rows_of(client, position)
+    assert rows and at_or_past(rows[0])
+    # The row just above it (the page before) is not: it is the first one at or past the value.
+    html = client.get(position).get_data(as_text=True)
+    above = link(html, "prev")
+    if above:
+        assert not at_or_past(rows_of(client, above)[-1])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "to=yesterday",
+        "to=2026-02-30",
+        "to=2026-03-11T25:00",
+        "to=",
+        "to=2026-03-11&tz=9999",
+        "sort=amount&to=1e5",
+        "sort=amount&to=-3",
+        "sort=amount&to=99999999999",
+        "sort=amount&to=%D9%A1%D9%A2",  # Arabic-Indic digits
+        "sort=customer&to=" + "x" * 65,
+        "sort=customer&to=a%00b",
+        "to=2026-03-11&after=abc",
+        "to=2026-03-11&to=2026-03-12",
+    ],
+)
+def test_go_to_refuses_values_the_sort_cannot_hold_with_a_400(client, engine, query):
+    response = client.get("/orders?" + query)
+    assert response.status_code == 400, query
+    assert "to" in response.get_data(as_text=True) or "cannot" in response.get_data(as_text=True)

@@ -1,0 +1,73 @@
+""" "Go to": the value a reader types, read for the list's sort, as the key prefix to open the list at.
+
+A date and time for newest/oldest, an amount for amount, a name (prefix) for customer. Each is
+parsed strictly here (a 400 that says what was expected, never a guess); the library then checks
+that the column can hold it (InvalidPosition, also a 400) and seals the position.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any
+
+from .listing import InvalidParameter
+
+MAX_NAME = 64
+_AMOUNT = re.compile(r"[0-9]{1,10}(\.[0-9]{1,2})?")
+# What an <input type="datetime-local"> or a person sends: a date, optionally a time.
+_WHEN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?)?")
+# What each sort's control asks for (orders.html shows it as the field's label).
+LABELS = {
+    "newest": "Go to date and time",
+    "oldest": "Go to date and time",
+    "amount": "Go to amount",
+    "customer": "Go to customer name",
+}
+
+
+def single(args: Any, name: str) -> str | None:
+    values = args.getlist(name)
+    if len(values) > 1:
+        raise InvalidParameter(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
+    """The first key column's value for `sort` from the text typed, or InvalidParameter."""
+    raw = raw.strip()
+    if not raw:
+        raise InvalidParameter("to is empty: give a value to go to")
+    if sort in ("newest", "oldest"):
+        when = _when(raw, tz_offset)
+        if sort == "newest" and "T" not in raw and " " not in raw:
+            # A date alone means that whole day: newest first, the day starts at its last moment.
+            when += dt.timedelta(days=1, microseconds=-1)
+        return when
+    if sort == "amount":
+        if not (raw.isascii() and _AMOUNT.fullmatch(raw)):
+            raise InvalidParameter(f"to must be an amount like 120 or 120.50 for this sort, not {raw[:40]!r}")
+        return Decimal(raw)
+    if len(raw) > MAX_NAME:
+        raise InvalidParameter(f"to is a name (prefix) of at most {MAX_NAME} characters")
+    return raw
+
+
+def _when(raw: str, tz_offset: str | None) -> dt.datetime:
+    if not (raw.isascii() and _WHEN.fullmatch(raw)):
+        raise InvalidParameter(
+            f"to must be a date (2026-03-11) or date and time (2026-03-11T10:30), not {raw[:40]!r}"
+        )
+    try:
+        naive = dt.datetime.fromisoformat(raw.replace(" ", "T"))
+    except ValueError as err:
+        raise InvalidParameter(f"to is not a real date and time: {raw[:40]!r}") from err
+    # app.js sends the reader's offset from UTC (minutes, as Date.getTimezoneOffset gives it),
+    # because the list shows times in the reader's zone; without JavaScript the page shows UTC.
+    minutes = 0
+    if tz_offset:
+        if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > 14 * 60:
+            raise InvalidParameter("tz must be minutes from UTC, from -840 to 840")
+        minutes = int(tz_offset)
+    return (naive + dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
