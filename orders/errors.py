@@ -212,14 +212,16 @@ def retryable(err: BaseException) -> bool:
     if err.connection_invalidated:
         return True  # SQLAlchemy recognised a disconnect
     orig = err.orig
-    sqlstate = getattr(orig, "sqlstate", None)  # psycopg
-    if sqlstate is not None:
+    driver = type(orig).__module__
+    if driver.startswith("psycopg"):
+        sqlstate = getattr(orig, "sqlstate", None)
+        if sqlstate is None:
+            # No SQLSTATE: the client library failed before the server said anything (refused,
+            # unreachable, connect timeout).
+            return type(orig).__name__ == "OperationalError"
         return sqlstate.startswith("08") or sqlstate in _PG_RETRYABLE
-    if type(orig).__module__.startswith("psycopg"):
-        # No SQLSTATE: the client library failed before the server said anything (refused,
-        # unreachable, connect timeout).
-        return type(orig).__name__ == "OperationalError"
-    if type(orig).__module__.startswith("pymysql"):
+    if driver.startswith("pymysql"):
+        # PyMySQL's SQLSTATE is mostly the catch-all HY000: the error number says what happened.
         code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
         return code in _MYSQL_RETRYABLE
     if isinstance(orig, sqlite3.Error):
