@@ -23,8 +23,12 @@ workers = int(os.environ.get("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_coun
 worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", 8))
 # A worker whose main loop stops answering for this long is restarted (a real hang). With
-# gthread this does not limit how long a download may take.
-timeout = 30
+# gthread this does not limit how long a download may take. It must exceed 2 s per thread: the
+# main loop closes each finished connection itself, lingering up to 2 s while the client reads
+# the response's end (gunicorn's close_graceful), so as many slow downloads ending together as
+# there are threads hold it for up to 2 s each (measured: three ending at once killed a worker
+# whose timeout was 3 s; tests/test_security_downloads.py).
+timeout = max(30, 2 * threads + 10)
 graceful_timeout = 30
 keepalive = 5
 # Headers and request lines: gunicorn's defaults, stated because the app relies on them being

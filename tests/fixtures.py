@@ -25,3 +25,23 @@ def authorized_client(app: Flask) -> Any:
     client = app.test_client()
     client.environ_base["HTTP_AUTHORIZATION"] = AUTH["Authorization"]
     return client
+
+
+# Chunked request bodies sent raw (no Content-Length): the same cases for every server.
+CHUNKED_POST = (
+    b"POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Authorization: Bearer " + API_TOKEN.encode() + b"\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+)
+
+
+def chunked_bodies() -> dict[str, tuple[bytes, int]]:
+    """Raw chunked bodies and the status each must get (test_security_doors sends them to
+    werkzeug's server, test_security_downloads to gunicorn)."""
+    order = b'{"customer": "Ana", "amount": "1.00"}'
+    over = b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(20)) + b"0\r\n\r\n"
+    return {
+        "valid": (b"%x\r\n" % len(order) + order + b"\r\n0\r\n\r\n", 201),
+        "bad chunk size": (b"zz\r\nabc\r\n0\r\n\r\n", 400),
+        "over 16 KiB": (over, 413),
+    }

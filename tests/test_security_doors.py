@@ -16,7 +16,7 @@ from app import DYNAMIC_CACHE_CONTROL, create_app, secret_key_problem
 from orders.db import make_engine, migrate
 
 from .conftest import SECRET
-from .fixtures import API_TOKEN, AUTH, CLIENT_LIMITS
+from .fixtures import API_TOKEN, AUTH, CHUNKED_POST, CLIENT_LIMITS, chunked_bodies
 from .live import LiveServer
 
 ORDER = {"customer": "Ana", "amount": "12.30"}
@@ -254,25 +254,6 @@ def _raw(url: str, request: bytes) -> bytes:
         while chunk := sock.recv(65536):
             data += chunk
     return data
-
-
-CHUNKED_POST = (
-    b"POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-    b"Authorization: Bearer " + API_TOKEN.encode() + b"\r\n"
-    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-)
-
-
-def chunked_bodies() -> dict[str, tuple[bytes, int]]:
-    """Raw chunked bodies and the status each must get (tests/test_security_gunicorn.py sends
-    the same under gunicorn)."""
-    order = b'{"customer": "Ana", "amount": "1.00"}'
-    over = b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(20)) + b"0\r\n\r\n"
-    return {
-        "valid": (b"%x\r\n" % len(order) + order + b"\r\n0\r\n\r\n", 201),
-        "bad chunk size": (b"zz\r\nabc\r\n0\r\n\r\n", 400),
-        "over 16 KiB": (over, 413),
-    }
 
 
 @pytest.mark.parametrize("case", list(chunked_bodies()))
