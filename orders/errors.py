@@ -53,7 +53,7 @@ ERRORS: dict[str, ErrorKind] = {
     "invalid_parameter": ErrorKind(
         400,
         "That link does not point anywhere we know",
-        "A query parameter is missing its rules (unknown sort or status, limit out of 1-100, "
+        "A query parameter breaks its rules (unknown sort or status, limit out of 1-100, "
         "a parameter given twice, after and before together).",
     ),
     "bad_request": ErrorKind(
