@@ -1,4 +1,16 @@
-"""Keyset pagination for SQLAlchemy 2 with opaque, sealed cursors. Framework-free."""
+"""Keyset pagination for SQLAlchemy 2 with opaque, sealed cursors. Framework-free.
+
+Words, one per concept:
+- *sort*: a named, total order of rows, an instance of the `Keyset` class (the name is kept
+  for compatibility: it defines the keyset of every row);
+- *keyset*: the tuple of a row's values in a sort's terms (``Position.keys`` in a cursor);
+- *position*: a keyset and a direction (`after`/`before`), bound to a sort and its filters;
+- *cursor*: a position sealed into an opaque string for clients.
+
+Modules, one job each: `sort` (the Keyset class and the seek SQL), `values` (key values between
+rows, cursors and engines), `cursor` (sealing), `paging` (paginate, iterate, start_at,
+keyset_select), `results` (Page, Batch), `errors`.
+"""
 
 from .cursor import AFTER, BEFORE, MAX_CURSOR_LENGTH, CursorCodec, Position, filters_fingerprint
 from .errors import (
@@ -9,7 +21,9 @@ from .errors import (
     KeysetError,
     PaginationError,
 )
-from .keyset import Batch, Keyset, Page, iterate, keyset_select, paginate, start_at
+from .paging import iterate, keyset_select, paginate, start_at
+from .results import Batch, Page
+from .sort import Keyset
 
 __all__ = [
     "AFTER",

@@ -1,0 +1,463 @@
+"""The paging algorithm: paginate() and iterate() read a statement page by page in a sort's
+order, start_at() makes a position from values, keyset_select() shows the SQL a page runs.
+
+The next page is found from the keyset of the last row shown, never by counting rows, so
+inserts and deletes elsewhere in the table cannot shift it, and the database reads about
+``limit + 1`` index entries at any depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Column as TableColumn
+from sqlalchemy import Connection, Select
+from sqlalchemy.engine import IteratorResult
+from sqlalchemy.sql.selectable import Join
+
+from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
+from .errors import InvalidPosition, KeysetError, PaginationError
+from .results import Batch, Page
+from .sort import Keyset, columns_in, nullable
+from .values import misfit, to_cursor
+
+
+def _dialect(executor: Any, stmt: Any) -> Any:
+    """The dialect the statement will run on: a Connection's, or the engine a Session binds the
+    statement to (which may be one of several, Session(binds=...))."""
+    if isinstance(executor, Connection):
+        return executor.dialect
+    return executor.get_bind(clause=stmt).dialect
+
+
+def _refuse(stmt: Any, dialect: Any, problem: str) -> KeysetError:
+    try:
+        sql = str(stmt.compile(dialect=dialect))
+    except Exception:  # the message must not fail for want of SQL
+        sql = repr(stmt)
+    return KeysetError(f"{problem}\nSQL: {sql}")
+
+
+def _optional_tables(stmt: Select[Any]) -> set[Any]:
+    """Tables on the optional side of an outer join: their columns are NULL where nothing matched."""
+    optional: set[Any] = set()
+
+    def visit(node: Any, maybe_null: bool) -> None:
+        if isinstance(node, Join):
+            visit(node.left, maybe_null or node.full)
+            visit(node.right, maybe_null or node.isouter or node.full)
+        elif maybe_null:
+            optional.add(node)
+
+    for from_ in stmt.get_final_froms():
+        visit(from_, False)
+    return optional
+
+
+def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
+    """Refuse up front, with the SQL and what to do, what paging would get wrong."""
+    if not isinstance(stmt, Select):
+        raise _refuse(
+            stmt,
+            dialect,
+            f"cannot page a {type(stmt).__name__}: give a select(); to page a UNION, select from it "
+            "as a subquery (u = union(...).subquery(); select(u)) and sort by u.c columns",
+        )
+    if stmt._limit_clause is not None or stmt._offset_clause is not None or stmt._fetch_clause is not None:
+        raise _refuse(
+            stmt,
+            dialect,
+            "the statement already has LIMIT/OFFSET: paging sets its own LIMIT, and an OFFSET would "
+            "drop rows on every page; remove .limit()/.offset() (page size is paginate's limit)",
+        )
+    if stmt._distinct_on:
+        raise _refuse(
+            stmt, dialect, "DISTINCT ON picks rows by its own ORDER BY: page a subquery of it instead"
+        )
+    sort.check_dialect(dialect)
+    optional = _optional_tables(stmt)
+    if optional:
+        for term in sort.columns:
+            if nullable(term.expr, optional):
+                outer = ", ".join(
+                    sorted({str(c.table) for c in columns_in(term.expr) if c.table in optional})
+                )
+                raise _refuse(
+                    stmt,
+                    dialect,
+                    f"sort {sort.name!r}: {term.name} comes from the optional side of an outer join "
+                    f"({outer}) and is NULL where nothing matched; NULLs do not compare: sort by "
+                    "columns of the other side, use an inner join, or sort by coalesce(column, a value)",
+                )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How to read a page's rows: the caller's columns first, then what paging appended."""
+
+    statement: Select[Any]  # the caller's statement with the key terms it lacks appended
+    n_items: int  # the caller's columns: one (an entity or a value) or several (Rows)
+    key_index: tuple[int, ...]  # where each key term is in a row
+
+
+def _shape(stmt: Select[Any], sort: Keyset) -> _Shape:
+    descriptions = stmt.column_descriptions
+    # ORM entities select all their columns but give one object per row: their columns are not
+    # positions in the row, so keys are appended.
+    plain = all(not isinstance(d.get("type"), type) for d in descriptions)
+    selected = list(stmt.selected_columns) if plain else []
+    index: list[int | None] = []
+    for term in sort.columns:
+        found = None
+        for j, column in enumerate(selected):
+            if _same(column, term.expr):
+                found = j
+                break
+        index.append(found)
+    missing = [i for i, j in enumerate(index) if j is None]
+    labels = sort.key_labels()
+    keyed = stmt.add_columns(*(labels[i] for i in missing)) if missing else stmt
+    n = len(descriptions)
+    for k, i in enumerate(missing):
+        index[i] = n + k
+    return _Shape(keyed, n, tuple(index))  # type: ignore[arg-type]
+
+
+def _same(column: Any, expr: Any) -> bool:
+    """Is this selected column the key term? A table column is matched by table and name (the
+    ORM's annotated copy is another object), an expression by structure, a label by what it names."""
+    if column is expr:
+        return True
+    table = getattr(expr, "table", None)
+    if table is not None and isinstance(expr, TableColumn):
+        return getattr(column, "table", None) is table and getattr(column, "name", None) == expr.name
+    return column.compare(expr) or getattr(column, "element", column).compare(expr)
+
+
+class _Rows:
+    """The rows a page or batch query returned: items for the caller, keysets on demand.
+
+    Keysets are read only for the rows that become cursors (the first and the last), not for
+    every row: an export batch of thousands of rows needs one.
+    """
+
+    def __init__(self, rows: list[Any], shape: _Shape, sort: Keyset, metadata: Any):
+        self.rows = rows
+        self._shape, self._sort, self._metadata = shape, sort, metadata
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def items(self) -> list[Any]:
+        if not self.rows:
+            return []
+        n = self._shape.n_items
+        if n == 1:  # one entity or column: the item is that value
+            return [row[0] for row in self.rows]
+        if len(self.rows[0]) == n:
+            return list(self.rows)
+        # Several columns: Rows as the unpaged statement gives them, without what paging
+        # appended (key columns, the cursor-row flag). Result.columns() keeps names and
+        # attribute access; it costs about 15 us for 22 rows.
+        return IteratorResult(self._metadata, iter(self.rows)).columns(*range(n)).all()
+
+    def keyset(self, index: int) -> tuple[Any, ...]:
+        row = self.rows[index]
+        return tuple(
+            to_cursor(t.type, row[i]) for t, i in zip(self._sort.columns, self._shape.key_index, strict=True)
+        )
+
+
+def _page_statement(
+    shape: _Shape,
+    sort: Keyset,
+    keyset: Sequence[Any] | None,
+    *,
+    limit: int,
+    backward: bool,
+    inclusive: bool,
+    dialect: str,
+    flag_keys_row: bool,
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The page statement with the key values left as parameters, and those parameters."""
+    keyed = shape.statement
+    params: dict[str, Any] = {}
+    if keyset is not None:
+        seek = sort.seek(backward=backward, inclusive=inclusive, dialect=dialect, depth=len(keyset))
+        # A key made of an aggregate exists only per group: compared after grouping.
+        keyed = keyed.having(seek) if sort.aggregated else keyed.where(seek)
+        if flag_keys_row:
+            keyed = keyed.add_columns(sort.at_keys().label("_keyset_at"))
+        params = sort.bind(keyset)
+    return keyed.order_by(None).order_by(*sort.order_by(backward=backward)).limit(limit), params
+
+
+def keyset_select(
+    stmt: Select[Any],
+    sort: Keyset,
+    keyset: Sequence[Any] | None = None,
+    *,
+    limit: int,
+    backward: bool = False,
+    inclusive: bool = False,
+    dialect: str = "",
+    flag_keys_row: bool = False,
+) -> Select[Any]:
+    """`stmt` restricted to rows past `keyset`, in the sort's order, with the key terms appended
+    where the statement does not select them, key values bound.
+
+    With `flag_keys_row` (and `inclusive`), one more column, `_keyset_at`, says which row is the
+    one at `keyset` itself. This is the statement a cursor page runs (paginate() binds the keys
+    at execution instead): compile it or EXPLAIN it to see what a page costs;
+    tests/test_plans.py checks that it is the SQL paginate() sends and reads its plan.
+    """
+    keyed, params = _page_statement(
+        _shape(stmt, sort),
+        sort,
+        keyset,
+        limit=limit,
+        backward=backward,
+        inclusive=inclusive,
+        dialect=dialect,
+        flag_keys_row=flag_keys_row,
+    )
+    return keyed.params(params) if params else keyed
+
+
+def _execute(executor: Any, stmt: Select[Any], params: dict[str, Any]) -> tuple[list[Any], Any]:
+    result = executor.execute(stmt, params)
+    # A joined eager load of a collection repeats its parent per child row: the ORM asks for
+    # unique() to fold them back (LIMIT already counts parents: the ORM nests it).
+    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
+        result = result.unique()
+    return result.all(), result._metadata
+
+
+def _fetch(
+    executor: Any,
+    shape: _Shape,
+    sort: Keyset,
+    keyset: Sequence[Any] | None,
+    *,
+    dialect: str,
+    backward: bool,
+    inclusive: bool,
+    limit: int,
+    start_at_keys: bool = False,
+) -> tuple[_Rows, bool]:
+    """Rows of the statement past `keyset` in the sort's order.
+
+    With `start_at_keys`, the read starts at `keyset` inclusive, one row more is read, and the
+    row found there is left out of the rows; the flag says whether it was found. It can only be
+    the first row: every other row lies strictly past `keyset`, and the keyset is unique.
+    """
+    flagged = start_at_keys and keyset is not None
+    keyed, params = _page_statement(
+        shape,
+        sort,
+        keyset,
+        limit=limit + (1 if flagged else 0),
+        backward=backward,
+        inclusive=inclusive or flagged,
+        dialect=dialect,
+        flag_keys_row=flagged,
+    )
+    rows, metadata = _execute(executor, keyed, params)
+    found = bool(flagged and rows and rows[0][-1])
+    return _Rows(rows[1:] if found else rows, shape, sort, metadata), found
+
+
+def _exists(
+    executor: Any,
+    stmt: Select[Any],
+    sort: Keyset,
+    keyset: Sequence[Any],
+    *,
+    dialect: str,
+    backward: bool,
+    inclusive: bool,
+) -> bool:
+    """One index probe: is there any row past `keyset` in that direction?"""
+    seek = sort.seek(backward=backward, inclusive=inclusive, dialect=dialect, depth=len(keyset))
+    # Every key term in the select list: a SELECT DISTINCT may only ORDER BY what it selects.
+    probe = stmt.with_only_columns(*(t.expr for t in sort.columns), maintain_column_froms=True)
+    probe = probe.having(seek) if sort.aggregated else probe.where(seek)
+    probe = probe.order_by(None).order_by(*sort.order_by(backward=backward)).limit(1)
+    return executor.execute(probe, sort.bind(keyset)).first() is not None
+
+
+def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> Any:
+    stamp = dict(meta or {})
+
+    def make(keyset: Sequence[Any], side: str, inclusive: bool = False) -> str:
+        return codec.encode(Position(sort.name, side, fingerprint, tuple(keyset), inclusive, stamp))
+
+    return make
+
+
+def paginate(
+    session: Any,
+    stmt: Select[Any],
+    sort: Keyset,
+    *,
+    limit: int,
+    codec: CursorCodec,
+    after: str | None = None,
+    before: str | None = None,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> Page:
+    """One page of `stmt` in the sort's order: the first page, or the page `after`/`before` a
+    cursor. `session` is a Session (binds included) or a Connection.
+
+    `filters` are the user-facing filters already applied to `stmt`; their fingerprint is bound
+    into the cursors so a cursor cannot be replayed against other filters. `meta` (text to
+    text, e.g. the WAL position the page was read at) is sealed into every cursor the page
+    returns, unchecked here; `codec.decode(cursor).meta` gives it back.
+    Raises InvalidCursor or CursorMismatch (PaginationError) for a cursor the client should not
+    send, KeysetError for a statement or sort that cannot be paged (the server's mistake).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise PaginationError("limit must be a positive integer")
+    if after is not None and before is not None:
+        raise PaginationError("give either after or before, not both")
+    dialect = _dialect(session, stmt)
+    _check_statement(stmt, sort, dialect)
+    fingerprint = filters_fingerprint(filters)
+    direction = BEFORE if before is not None else AFTER
+    cursor = before if before is not None else after
+    position, keyset = None, None
+    if cursor is not None:
+        position = codec.decode(cursor)
+        keyset = sort.accept(position, direction=direction, filters=fingerprint)
+    backward = direction == BEFORE
+    make = _encoder(codec, sort, fingerprint, meta)
+    shape = _shape(stmt, sort)
+
+    # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
+    # cursor page the read starts at the cursor's own row: when it is still there (nearly
+    # always) it proves a row on the side the reader came from, within the same index range
+    # (limit + 2 entries, one descent). When it was deleted, or the page came back empty,
+    # one index probe asks instead: "a cursor was given" does not prove a previous row.
+    inclusive = bool(position and position.inclusive)
+    rows, near = _fetch(
+        session,
+        shape,
+        sort,
+        keyset,
+        dialect=dialect.name,
+        backward=backward,
+        inclusive=inclusive,
+        limit=limit + 1,
+        start_at_keys=position is not None and not inclusive,
+    )
+    more_beyond = len(rows) > limit
+    rows.rows = rows.rows[:limit]
+    if backward:
+        rows.rows.reverse()
+    page = Page(items=rows.items())
+    if rows:
+        page.head_cursor = make(rows.keyset(0), BEFORE)
+    if keyset is not None and not near:
+        near = _exists(
+            session, stmt, sort, keyset, dialect=dialect.name, backward=not backward, inclusive=not inclusive
+        )
+
+    # The far side is known from the extra row. Within one statement "a row at or before the
+    # cursor" is the same as "a row before the page's first row": nothing lies between them
+    # (after a separate probe, whatever lies between was inserted since: a row all the same).
+    # An empty page has no edge row, so its cursor for the way back includes the position.
+    # A `before` cursor at the first row is head_cursor, already sealed: reuse it.
+    far_cursor = None
+    if more_beyond:
+        far_cursor = page.head_cursor if backward else make(rows.keyset(-1), AFTER)
+    near_cursor = None
+    if near:
+        if not rows:
+            near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)  # type: ignore[union-attr]
+        else:
+            near_cursor = make(rows.keyset(-1), AFTER) if backward else page.head_cursor
+    page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)
+    return page
+
+
+def iterate(
+    session: Any,
+    stmt: Select[Any],
+    sort: Keyset,
+    *,
+    batch_size: int,
+    codec: CursorCodec | None = None,
+    after: str | None = None,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> Iterator[Batch]:
+    """Walk all of `stmt` in the sort's order, `batch_size` rows per query, in constant memory.
+
+    Each batch carries the `after` cursor that resumes right behind it (when a codec is given),
+    so an interrupted export can continue where it stopped; `meta` is sealed into it.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise PaginationError("batch_size must be a positive integer")
+    dialect = _dialect(session, stmt)
+    _check_statement(stmt, sort, dialect)
+    fingerprint = filters_fingerprint(filters)
+    keyset: Sequence[Any] | None = None
+    inclusive = False
+    if after is not None:
+        if codec is None:
+            raise PaginationError("resuming from a cursor needs the codec that made it")
+        position = codec.decode(after)
+        keyset = sort.accept(position, direction=AFTER, filters=fingerprint)
+        inclusive = position.inclusive
+    make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
+    shape = _shape(stmt, sort)
+    while True:
+        rows, _ = _fetch(
+            session,
+            shape,
+            sort,
+            keyset,
+            dialect=dialect.name,
+            backward=False,
+            inclusive=inclusive,
+            limit=batch_size,
+        )
+        if not rows:
+            return
+        keyset, inclusive = rows.keyset(-1), False
+        yield Batch(items=rows.items(), cursor=make(keyset, AFTER) if make is not None else None)
+        if len(rows) < batch_size:
+            return
+
+
+def start_at(
+    sort: Keyset,
+    values: Sequence[Any],
+    *,
+    codec: CursorCodec,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> str:
+    """An `after` cursor at key values rather than at a row: the page it opens starts at the
+    first row at or past `values` in the sort's order (a jump to a date, an amount, a name).
+
+    `values` may be a prefix of the sort's terms (``["Ana"]`` for customer, id): it then
+    matches every row sharing it. The page has a `prev_cursor` when rows lie before it, so the
+    reader scrolls both ways from there. Raises InvalidPosition (a PaginationError) naming the
+    value a column could not hold.
+    """
+    values = tuple(values)
+    if not 1 <= len(values) <= len(sort.columns):
+        raise InvalidPosition(
+            f"sort {sort.name!r} takes 1 to {len(sort.columns)} values, not {len(values)}: {list(values)!r}"
+        )
+    keyset = []
+    for i, value in enumerate(values):
+        why = misfit(sort.columns[i].type, value)
+        if why is not None:
+            raise InvalidPosition(f"{value!r} cannot be a value of {sort.describe(i)}: {why}")
+        keyset.append(to_cursor(sort.columns[i].type, value))
+    return _encoder(codec, sort, filters_fingerprint(filters), meta)(keyset, AFTER, inclusive=True)

@@ -1,0 +1,114 @@
+"""Key values between rows, cursors and the database: normalizing, checking, engine quirks.
+
+A cursor holds plain values (see cursor.py). What a row gives back is not always one, nor what
+the column compares as:
+- SQLite and MariaDB return naive datetimes for ``DateTime(timezone=True)``: they are UTC.
+- A column of a Python ``Enum`` class gives members: the cursor holds the member's name and
+  gets the member back from the column's type.
+- Any other Python type reaches a cursor through ``CursorCodec(types=...)`` (see cursor.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import BigInteger, Enum, Float, Integer, Numeric, String
+from sqlalchemy.types import TypeDecorator
+
+_PLAIN = (bool, int, Decimal, str, dt.datetime, dt.date, float, bytes, uuid.UUID, enum.Enum)
+
+
+def _impl(type_: Any) -> Any:
+    return type_.impl_instance if isinstance(type_, TypeDecorator) else type_
+
+
+def _python_type(type_: Any) -> type | None:
+    try:
+        return type_.python_type
+    except NotImplementedError:
+        return None
+
+
+def to_cursor(type_: Any, value: Any) -> Any:
+    """The value a row gave for a key, as a cursor holds it."""
+    if isinstance(value, dt.datetime) and value.tzinfo is None and getattr(_impl(type_), "timezone", False):
+        # The engine dropped the offset of a value it stored in UTC (SQLite, MariaDB).
+        return value.replace(tzinfo=dt.UTC)
+    if isinstance(value, enum.Enum) and _python_type(type_) is type(value):
+        return value.name
+    return value
+
+
+def from_cursor(type_: Any, value: Any) -> Any:
+    """A cursor's value as the column's Python type (a no-op but for enum classes)."""
+    cls = _python_type(type_)
+    if (
+        isinstance(cls, type)
+        and issubclass(cls, enum.Enum)
+        and isinstance(value, str)
+        and not isinstance(value, cls)
+    ):
+        return cls.__members__.get(value, value)  # an unknown name stays text: misfit() refuses it
+    return value
+
+
+def misfit(type_: Any, value: Any) -> str | None:
+    """Why `value` could not be a value of a column of `type_` (None when it could). Refuses,
+    before the database sees it, a key the column cannot hold (it would fail while binding,
+    or overflow in the server)."""
+    impl = _impl(type_)
+    expected = _python_type(type_)
+    if expected is None or not isinstance(value, _PLAIN):
+        return None  # a type taught to the codec (CursorCodec(types=...)) is trusted
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        return f"a {type(value).__name__}, where a {expected.__name__} is needed"
+    if isinstance(value, dt.datetime) and getattr(impl, "timezone", False) and value.tzinfo is None:
+        return "a time without a timezone, for a timezone-aware column"
+    if isinstance(impl, Integer) and isinstance(value, int):
+        bits = 63 if isinstance(impl, BigInteger) else 31
+        if not -(2**bits) <= value < 2**bits:
+            return f"out of range for a {bits + 1}-bit integer"
+    if isinstance(impl, Numeric) and not isinstance(impl, Float) and isinstance(value, Decimal):
+        if not value.is_finite():
+            return "not a finite number"
+        if impl.precision is not None and abs(value) >= Decimal(10) ** (impl.precision - (impl.scale or 0)):
+            return f"out of range for NUMERIC({impl.precision}, {impl.scale or 0})"
+    if isinstance(impl, String) and isinstance(value, str):
+        # No engine keeps NUL in text (PostgreSQL refuses it outright), so no row has one.
+        if "\x00" in value:
+            return "text with a NUL character"
+        if impl.length is not None and len(value) > impl.length:
+            return f"longer than {impl.length} characters"
+    return None
+
+
+def dialect_problem(type_: Any, dialect: Any) -> str | None:
+    """Why keys of this type would page wrongly on this engine (None when they do not)."""
+    impl = type_.load_dialect_impl(dialect) if isinstance(type_, TypeDecorator) else type_
+    name = dialect.name
+    if isinstance(impl, Float) and name != "sqlite":
+        compiled = impl.compile(dialect=dialect).upper()
+        precision = int(compiled[6:-1].split(",")[0]) if compiled.startswith("FLOAT(") else None
+        if name == "postgresql":  # FLOAT is double precision there, REAL and FLOAT(1-24) are not
+            single = compiled in ("REAL", "FLOAT4") or (precision is not None and precision <= 24)
+        else:  # MySQL/MariaDB: FLOAT and FLOAT(1-24) are 4 bytes, DOUBLE and REAL 8
+            single = compiled.startswith("FLOAT") and (precision is None or precision <= 24)
+        if single:
+            return (
+                f"is {compiled}, a 4-byte float on {name}: the driver returns it rounded, so a "
+                "cursor's value never equals its own row's and pages repeat or skip rows; declare "
+                "it Double (8 bytes) or Numeric to sort by it"
+            )
+    if isinstance(impl, Enum) and impl.native_enum and name in ("mysql", "mariadb"):
+        declared = list(impl.enums)
+        if declared != sorted(declared) or declared != sorted(declared, key=str.casefold):
+            return (
+                f"is a native ENUM declared out of alphabetical order ({', '.join(declared)}): MariaDB "
+                "and MySQL sort it by declared position but compare it with text, so pages would "
+                "skip rows; declare the values in alphabetical order or use Enum(native_enum=False)"
+            )
+    return None
