@@ -102,12 +102,18 @@ class _Shape:
     key_index: tuple[int, ...]  # where each key term is in a row
 
 
-def _shape(stmt: Select[Any], sort: Keyset) -> _Shape:
-    descriptions = stmt.column_descriptions
-    # ORM entities select all their columns but give one object per row: their columns are not
-    # positions in the row, so keys are appended.
-    plain = all(not isinstance(d.get("type"), type) for d in descriptions)
-    selected = list(stmt.selected_columns) if plain else []
+def _shape(stmt: Select[Any], sort: Keyset, executor: Any) -> _Shape:
+    # Through a Session, ORM entities select all their columns but give one object per row:
+    # their columns are not positions in the row, so keys are appended. A Connection gives
+    # every selected column.
+    selected = list(stmt.selected_columns)
+    if isinstance(executor, Connection):
+        n = len(selected)
+    else:
+        descriptions = stmt.column_descriptions
+        n = len(descriptions)
+        if any(isinstance(d.get("type"), type) for d in descriptions):
+            selected = []
     index: list[int | None] = []
     for term in sort.columns:
         found = None
@@ -119,7 +125,6 @@ def _shape(stmt: Select[Any], sort: Keyset) -> _Shape:
     missing = [i for i, j in enumerate(index) if j is None]
     labels = sort.key_labels()
     keyed = stmt.add_columns(*(labels[i] for i in missing)) if missing else stmt
-    n = len(descriptions)
     for k, i in enumerate(missing):
         index[i] = n + k
     return _Shape(keyed, n, tuple(index))  # type: ignore[arg-type]
@@ -161,7 +166,9 @@ class _Rows:
         # Several columns: Rows as the unpaged statement gives them, without what paging
         # appended (key columns, the cursor-row flag). Result.columns() keeps names and
         # attribute access; it costs about 15 us for 22 rows.
-        return IteratorResult(self._metadata, iter(self.rows)).columns(*range(n)).all()
+        # The frozen metadata: the rows' values are already converted (no result processors).
+        metadata = self._metadata._for_freeze()
+        return IteratorResult(metadata, iter(self.rows)).columns(*range(n)).all()
 
     def keyset(self, index: int) -> tuple[Any, ...]:
         row = self.rows[index]
@@ -214,7 +221,7 @@ def keyset_select(
     tests/test_plans.py checks that it is the SQL paginate() sends and reads its plan.
     """
     keyed, params = _page_statement(
-        _shape(stmt, sort),
+        _shape(stmt, sort, None),
         sort,
         keyset,
         limit=limit,
@@ -334,7 +341,7 @@ def paginate(
         keyset = sort.accept(position, direction=direction, filters=fingerprint)
     backward = direction == BEFORE
     make = _encoder(codec, sort, fingerprint, meta)
-    shape = _shape(stmt, sort)
+    shape = _shape(stmt, sort, session)
 
     # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
     # cursor page the read starts at the cursor's own row: when it is still there (nearly
@@ -413,7 +420,7 @@ def iterate(
         keyset = sort.accept(position, direction=AFTER, filters=fingerprint)
         inclusive = position.inclusive
     make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
-    shape = _shape(stmt, sort)
+    shape = _shape(stmt, sort, session)
     while True:
         rows, _ = _fetch(
             session,

@@ -1,0 +1,451 @@
+"""The library beyond the app's Order model, on SQLite, PostgreSQL and MariaDB.
+
+Its own tables (own MetaData, created in the throwaway databases) and statements of the kinds
+a SQLAlchemy user writes: ORM and Core, joins (outer ones too), eager-loaded collections,
+expressions and labels, composite and UniqueConstraint keys, aggregates, enums, aware times,
+doubles, long text, a Connection and Session(binds=...). Three invariants, by Hypothesis:
+1. for a statement it accepts, forward and backward walks, a jump by start_at() and iterate()
+   return exactly the unpaged rows, in order, once each, in the unpaged rows' shape;
+2. every cursor it returns, it accepts;
+3. what it cannot page it refuses up front: KeysetError with the SQL and what to do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import (
+    Double,
+    Engine,
+    Enum,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+    delete,
+    func,
+    inspect,
+    select,
+    union_all,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, joinedload, mapped_column, relationship
+from sqlalchemy.types import DateTime
+
+from pagination import (
+    AFTER,
+    BEFORE,
+    CursorCodec,
+    Keyset,
+    KeysetError,
+    PaginationError,
+    iterate,
+    paginate,
+    start_at,
+)
+
+UTC = dt.UTC
+
+
+class Colour(enum.Enum):  # declared out of alphabetical order on purpose
+    RED = "red"
+    GREEN = "green"
+    BLUE = "blue"
+
+
+class Size(enum.StrEnum):
+    S = "s"
+    M = "m"
+    L = "l"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Author(Base):
+    __tablename__ = "lib_authors"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(255))
+    born: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    score: Mapped[float] = mapped_column(Double)
+    size: Mapped[Size] = mapped_column(Enum(Size, native_enum=False, length=8))
+    colour: Mapped[Colour] = mapped_column(Enum(Colour, name="lib_colour"))
+    mood: Mapped[str] = mapped_column(Enum("calm", "glad", "sad", name="lib_mood"))
+    weight: Mapped[float | None] = mapped_column(Float, nullable=True)
+    books: Mapped[list[Book]] = relationship(back_populates="author", order_by="Book.id")
+
+    def __repr__(self) -> str:
+        return f"<Author {self.id}>"
+
+
+class Book(Base):
+    __tablename__ = "lib_books"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    author_id: Mapped[int] = mapped_column(ForeignKey("lib_authors.id"))
+    title: Mapped[str] = mapped_column(String(100))
+    author: Mapped[Author] = relationship(back_populates="books")
+
+
+class Pair(Base):
+    __tablename__ = "lib_pairs"
+    a: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    b: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    code: Mapped[str] = mapped_column(String(20))
+    __table_args__ = (UniqueConstraint("code"),)
+
+
+@pytest.fixture(scope="module")
+def lib(engine: Engine) -> Iterator[Engine]:
+    Base.metadata.create_all(engine)
+    yield engine
+    Base.metadata.drop_all(engine)
+
+
+CODEC = CursorCodec("library-tests-secret-library-tests-secret")
+NAMES = ["ana", "Ana", "bia", "caio", "🎉" * 255, "z" * 255, "ção"]
+TIMES = [
+    dt.datetime(2026, 3, 11, 10, 39, tzinfo=UTC),
+    dt.datetime(2026, 3, 11, 10, 39, 0, 1, tzinfo=UTC),
+    dt.datetime(2026, 3, 11, 7, 39, tzinfo=dt.timezone(dt.timedelta(hours=-3))),  # = the first
+    dt.datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+]
+SCORES = [0.1, 0.1 + 0.2, -2.5, 1e-300, 3.0, 1 / 3]
+author_row = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(NAMES),
+        "born": st.sampled_from(TIMES),
+        "score": st.sampled_from(SCORES),
+        "size": st.sampled_from(list(Size)),
+        "colour": st.sampled_from(list(Colour)),
+        "mood": st.sampled_from(["calm", "glad", "sad"]),
+    }
+)
+data_sets = st.tuples(
+    st.lists(author_row, max_size=14),
+    st.lists(st.tuples(st.integers(0, 13), st.sampled_from(["a", "b", "B"])), max_size=16),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), max_size=6, unique=True),
+)
+
+
+def load(engine: Engine, data: Any) -> None:
+    authors, books, pairs = data
+    with Session(engine) as session:
+        for table in (Book, Author, Pair):
+            session.execute(delete(table))
+        session.add_all(Author(id=i + 1, **row) for i, row in enumerate(authors))
+        session.flush()
+        session.add_all(
+            Book(id=i + 1, author_id=a % len(authors) + 1, title=t)
+            for i, (a, t) in enumerate(books)
+            if authors
+        )
+        session.add_all(Pair(a=a, b=b, code=f"c{a}{b}") for a, b in pairs)
+        session.commit()
+
+
+@dataclass(frozen=True)
+class Case:
+    """A statement and a sort that paging must get exactly right."""
+
+    name: str
+    statement: Callable[[], Any]
+    sort: Keyset
+    engines: tuple[str, ...] = ("sqlite", "postgresql", "mysql")
+
+
+def title_key() -> Any:
+    return func.coalesce(Book.id, 0)
+
+
+CASES = [
+    Case("core table, text ties", lambda: select(Author.__table__), Keyset("name", Author.name, Author.id)),
+    Case("orm, aware time", lambda: select(Author), Keyset("born", Author.born.desc(), Author.id.desc())),
+    Case("doubles", lambda: select(Author.id, Author.score), Keyset("score", Author.score, Author.id.desc())),
+    Case("str enum", lambda: select(Author), Keyset("size", Author.size.desc(), Author.id)),
+    Case(
+        "native enum in order", lambda: select(Author.mood, Author.id), Keyset("mood", Author.mood, Author.id)
+    ),
+    Case(
+        "native enum out of order",
+        lambda: select(Author),
+        Keyset("colour", Author.colour, Author.id),
+        engines=("sqlite", "postgresql"),
+    ),
+    Case(
+        "join, two entities",
+        lambda: select(Book, Author.name).join(Book.author),
+        Keyset("by author", Author.name.desc(), Book.id),
+    ),
+    Case(
+        "outer join, coalesced key",
+        lambda: select(Author.id, Book.title).outerjoin(Author.books),
+        Keyset("author books", Author.id, title_key()),
+    ),
+    Case(
+        "joinedload collection",
+        lambda: select(Author).options(joinedload(Author.books)),
+        Keyset("name", Author.name, Author.id),
+    ),
+    Case("composite primary key", lambda: select(Pair), Keyset("pairs", Pair.a.desc(), Pair.b)),
+    Case("unique constraint", lambda: select(Pair.code, Pair.a), Keyset("code", Pair.code)),
+    Case(
+        "expression and label",
+        lambda: select(Author.id, func.lower(Author.name).label("who")),
+        Keyset("lower", func.lower(Author.name).label("who"), Author.id),
+    ),
+    Case(
+        "distinct", lambda: select(Author.name, Author.id).distinct(), Keyset("name", Author.name, Author.id)
+    ),
+    Case(
+        "aggregate",
+        lambda: select(Author.id, func.count(Book.id).label("n")).outerjoin(Author.books).group_by(Author.id),
+        Keyset("most books", func.count(Book.id).desc(), Author.id),
+    ),
+]
+
+
+def shape(item: Any) -> Any:
+    """What an item is, for comparing with the unpaged rows: ORM objects by identity, Rows by
+    their values and column names (a Row with an extra column is another shape)."""
+    if isinstance(item, Base):
+        return (type(item).__name__, inspect(item).identity)
+    if hasattr(item, "_fields"):
+        return (tuple(shape(v) for v in item), item._fields)
+    return item
+
+
+def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
+    result = executor.execute(stmt.order_by(*sort.order_by()))
+    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
+        result = result.unique()  # a joined eager load of a collection, as the ORM requires
+    rows = result.all()
+    return [shape(row[0]) if len(row) == 1 else shape(row) for row in rows]
+
+
+def accepted(cursor: str | None, sort: Keyset, direction: str) -> None:
+    if cursor is not None:
+        position = CODEC.decode(cursor)
+        sort.accept(position, direction=direction, filters=position.filters)
+
+
+def walk(
+    executor: Any, stmt: Any, sort: Keyset, limit: int, **start: Any
+) -> tuple[list[Any], list[Any], Any]:
+    """(rows before the first page, rows from the first page on, the first page)."""
+    first = paginate(executor, stmt, sort, limit=limit, codec=CODEC, **start)
+    forward, page = [shape(i) for i in first.items], first
+    for _ in range(100):
+        accepted(page.head_cursor, sort, BEFORE)
+        if not page.has_more:
+            break
+        assert len(page.items) == limit
+        page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, after=page.next_cursor)
+        accepted(page.prev_cursor, sort, BEFORE)
+        forward += [shape(i) for i in page.items]
+    backward, page = [], first
+    for _ in range(100):
+        if not page.has_previous:
+            break
+        page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, before=page.prev_cursor)
+        accepted(page.next_cursor, sort, AFTER)
+        backward = [shape(i) for i in page.items] + backward
+    return backward, forward, first
+
+
+def run_case(engine: Engine, executor_kind: str, case: Case, limit: int, pick: int) -> None:
+    stmt, sort = case.statement(), case.sort
+    with _executor(engine, executor_kind) as executor:
+        expected = unpaged(executor, stmt, sort)
+        backward, forward, first = walk(executor, stmt, sort, limit)
+        assert backward == [] and not first.has_previous
+        assert forward == expected
+
+        # Backward from the end, by the last page's prev_cursor, gathers the same rows.
+        batches = list(iterate(executor, stmt, sort, batch_size=limit, codec=CODEC))
+        assert [shape(i) for b in batches for i in b.items] == expected
+        if batches:
+            rest = paginate(executor, stmt, sort, limit=limit, codec=CODEC, after=batches[-1].cursor)
+            assert rest.items == [] and rest.has_previous
+            back, page = [], rest
+            while page.has_previous:
+                page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, before=page.prev_cursor)
+                back = [shape(i) for i in page.items] + back
+            assert back == expected
+
+        # A jump to the value of some row's first key term: both ways from there, all rows.
+        if expected:
+            terms = stmt.with_only_columns(*(t.expr for t in sort.columns), maintain_column_froms=True)
+            values = [row[0] for row in executor.execute(terms.order_by(*sort.order_by()))]
+            value = values[pick % len(values)]
+            if isinstance(value, dt.datetime) and value.tzinfo is None:
+                value = value.replace(tzinfo=UTC)  # the engine gave back what it stored as UTC
+            cursor = start_at(sort, [value], codec=CODEC)
+            backward, forward, first = walk(executor, stmt, sort, limit, after=cursor)
+            assert backward + forward == expected
+            assert first.has_previous == bool(backward)
+            assert forward, "a jump to a value that a row has lands on that row"
+
+
+class _executor:
+    """A Session, a Connection, or a Session bound per mapper (binds=), over the same engine."""
+
+    def __init__(self, engine: Engine, kind: str):
+        self.engine, self.kind = engine, kind
+
+    def __enter__(self) -> Any:
+        if self.kind == "connection":
+            self.resource = self.engine.connect()
+        elif self.kind == "binds":
+            self.resource = Session(binds={Base: self.engine})
+        else:
+            self.resource = Session(self.engine)
+        return self.resource
+
+    def __exit__(self, *exc: Any) -> None:
+        self.resource.close()
+
+
+PROPERTY = settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@PROPERTY
+@given(
+    data=data_sets,
+    limit=st.integers(1, 5),
+    executor=st.sampled_from(["session", "connection", "binds"]),
+    pick=st.integers(0, 50),
+)
+def test_accepted_statements_page_exactly_like_the_unpaged_query(lib, case, data, limit, executor, pick):
+    load(lib, data)
+    if lib.dialect.name not in case.engines:  # what this engine cannot page is refused up front
+        with Session(lib) as session, pytest.raises(KeysetError, match="SQL: SELECT"):
+            paginate(session, case.statement(), case.sort, limit=limit, codec=CODEC)
+        return
+    if executor == "connection" and case.name == "joinedload collection":
+        executor = "session"  # eager loading is the ORM's: a Connection returns plain rows
+    if executor == "binds" and case.name.startswith("core"):
+        executor = "session"  # binds={Base: ...} binds mapped classes; a bare Table has none
+    run_case(lib, executor, case, limit, pick)
+
+
+# --- Invariant 3: refused up front, with the SQL and what to do ------------------------------
+
+
+REFUSALS = [
+    ("limit", lambda: select(Author).limit(7), Keyset("n", Author.name, Author.id), "LIMIT/OFFSET"),
+    ("offset", lambda: select(Author).offset(5), Keyset("n", Author.name, Author.id), "LIMIT/OFFSET"),
+    (
+        "union",
+        lambda: union_all(select(Author.id), select(Book.id)),
+        Keyset("n", Author.id),
+        "subquery",
+    ),
+    (
+        "outer-joined key",
+        lambda: select(Author.id, Book.title).outerjoin(Author.books),
+        Keyset("title", Author.id, Book.id),
+        "optional side of an outer join",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "statement", "sort", "says"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_what_it_cannot_page_is_refused_up_front_with_the_sql(lib, what, statement, sort, says):
+    with Session(lib) as session:
+        for call in (
+            lambda: paginate(session, statement(), sort, limit=3, codec=CODEC),
+            lambda: next(iterate(session, statement(), sort, batch_size=3)),
+        ):
+            with pytest.raises(KeysetError, match=says) as caught:
+                call()
+            assert not isinstance(caught.value, PaginationError)  # the server's mistake, not a 400
+            assert "SQL: SELECT" in str(caught.value)
+
+
+def test_engine_specific_refusals_say_why(lib):
+    kind = lib.dialect.name
+    colour = Keyset("colour", Author.colour, Author.id)
+    float_key = Keyset("weight", func.coalesce(Author.weight, 0.0), Author.id)
+    with Session(lib) as session:
+        if kind == "mysql":
+            with pytest.raises(KeysetError, match="alphabetical order"):
+                paginate(session, select(Author), colour, limit=2, codec=CODEC)
+        else:
+            paginate(session, select(Author), colour, limit=2, codec=CODEC)
+        real = Keyset("real", Author.id, func.cast(Author.score, Float(24)))
+        if kind != "sqlite":
+            with pytest.raises(KeysetError, match="4-byte float"):
+                paginate(session, select(Author), real, limit=2, codec=CODEC)
+        if kind == "mysql":  # Float() is FLOAT, 4 bytes, on MariaDB
+            with pytest.raises(KeysetError, match="4-byte float"):
+                paginate(session, select(Author), float_key, limit=2, codec=CODEC)
+
+
+def test_nullable_keys_are_refused_when_defined_saying_how_to_fix():
+    with pytest.raises(KeysetError, match="coalesce"):
+        Keyset("weight", Author.weight, Author.id)
+    with pytest.raises(KeysetError, match="NULLs do not compare"):
+        Keyset("weight", Author.weight.asc().nulls_last(), Author.id)
+    with pytest.raises(KeysetError, match="unique key"):
+        Keyset("pairs", Pair.a)  # half of a composite key
+
+
+def test_a_key_too_long_for_a_cursor_is_the_servers_error(lib):
+    short = CursorCodec("library-tests-secret-library-tests-secret", max_length=300)
+    load(
+        lib,
+        (
+            [
+                {
+                    **{"name": "🎉" * 255},
+                    "born": TIMES[0],
+                    "score": 1.0,
+                    "size": Size.S,
+                    "colour": Colour.RED,
+                    "mood": "calm",
+                }
+            ]
+            * 2,
+            [],
+            [],
+        ),
+    )
+    with Session(lib) as session:
+        from pagination import CursorTooLong
+
+        with pytest.raises(CursorTooLong) as caught:
+            paginate(session, select(Author), Keyset("name", Author.name, Author.id), limit=1, codec=short)
+        assert not isinstance(caught.value, PaginationError)
+        page = paginate(session, select(Author), Keyset("name", Author.name, Author.id), limit=1, codec=CODEC)
+        assert page.has_more and len(page.next_cursor) <= 2048
+
+
+def test_python_types_are_taught_to_the_codec():
+    class Point:
+        def __init__(self, x: int):
+            self.x = x
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Point) and other.x == self.x
+
+    from pagination import Position
+
+    codec = CursorCodec(
+        "library-tests-secret-library-tests-secret",
+        types={"point": (Point, lambda p: str(p.x), lambda t: Point(int(t)))},
+    )
+    position = Position("s", AFTER, "", (Point(3), 1))
+    assert codec.decode(codec.encode(position)).keys == (Point(3), 1)
+    with pytest.raises(TypeError, match="types="):
+        CODEC.encode(position)
