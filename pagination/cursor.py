@@ -1,7 +1,7 @@
 """Opaque, sealed, versioned cursors: a page position that clients carry but can neither read
 nor change.
 
-A cursor is ``base64url(version byte + nonce + AES-GCM ciphertext and tag)``. The plaintext is
+A cursor is ``base64url(version byte + nonce + AES-GCM-SIV ciphertext and tag)``. The plaintext is
 a JSON array::
 
     [sort name, direction, filters fingerprint, [tag, text, tag, text, ...], {meta}]
@@ -14,7 +14,9 @@ integers of any size, decimals digit for digit. Sealing (authenticated encryptio
 than signing keeps them private too: a cursor in a log, a proxy or a Referer header does not
 show a customer's name. The AES key is derived from the secret with HKDF, so the app's
 ``SECRET_KEY`` is never used as a cipher key directly; fallback secrets open (never make)
-cursors during a key rotation.
+cursors during a key rotation. The nonce is synthetic, an HMAC of the plaintext: the same
+position always gives the same cursor (stable URLs, reproducible tests), which reveals only that
+two cursors are equal; AES-GCM-SIV stays safe if two plaintexts ever shared a nonce.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import binascii
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -33,8 +34,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives import hashes, hmac
+from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .errors import CursorTooLong, InvalidCursor
@@ -52,7 +53,7 @@ _DIRECTIONS.update({code.upper(): name for code, name in _DIRECTIONS.items()})
 _CURSOR_CHARS = re.compile(r"[A-Za-z0-9_\-]+")
 # Version 1's shape: base64url payload "." base64url signature.
 _SIGNED_CURSOR = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+")
-_NONCE_BYTES = 12  # AES-GCM's standard nonce; random per cursor (2**32 cursors per key is safe)
+_NONCE_BYTES = 12  # AES-GCM-SIV's nonce
 _TAG_BYTES = 16
 _HEADER = bytes([CURSOR_VERSION])
 _MALFORMED = "cursor is malformed: use it exactly as the server sent it"
@@ -153,12 +154,26 @@ def _b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _cipher(secret: str | bytes) -> AESGCM:
-    if not secret:
-        raise ValueError("a cursor secret is required (and every fallback must be non-empty)")
-    raw = secret.encode() if isinstance(secret, str) else bytes(secret)
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"pagination.cursor", info=b"seal v2").derive(raw)
-    return AESGCM(key)
+@dataclass(frozen=True)
+class _Key:
+    """The keys derived from one secret: one to seal, one to derive nonces."""
+
+    aead: AESGCMSIV
+    nonce_key: bytes
+
+    @classmethod
+    def derive(cls, secret: str | bytes) -> _Key:
+        if not secret:
+            raise ValueError("a cursor secret is required (and every fallback must be non-empty)")
+        raw = secret.encode() if isinstance(secret, str) else bytes(secret)
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=64, salt=b"pagination.cursor", info=b"seal v2")
+        keys = hkdf.derive(raw)
+        return cls(AESGCMSIV(keys[:32]), keys[32:])
+
+    def nonce(self, plain: bytes) -> bytes:
+        mac = hmac.HMAC(self.nonce_key, hashes.SHA256())
+        mac.update(plain)
+        return mac.finalize()[:_NONCE_BYTES]
 
 
 def _meta(meta: Any) -> dict[str, str]:
@@ -192,8 +207,9 @@ class CursorCodec:
         self.max_length = max_length
         self._types = {cls: (f"~{name}", to_text) for name, (cls, to_text, _) in (types or {}).items()}
         self._parsers = {f"~{name}": from_text for name, (_, _, from_text) in (types or {}).items()}
-        self._sealer = _cipher(secret)
-        self._openers = (self._sealer, *(_cipher(s) for s in fallbacks))
+        self._key = _Key.derive(secret)
+        self._sealer = self._key.aead
+        self._openers = (self._sealer, *(_Key.derive(s).aead for s in fallbacks))
 
     def encode(self, position: Position) -> str:
         code = _DIRECTION_CODES[position.direction]
@@ -205,7 +221,7 @@ class CursorCodec:
             _meta(position.meta),
         ]
         plain = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-        nonce = os.urandom(_NONCE_BYTES)
+        nonce = self._key.nonce(plain)
         cursor = _b64encode(_HEADER + nonce + self._sealer.encrypt(nonce, plain, _HEADER))
         if len(cursor) > self.max_length:
             # A server-side limit, not the client's fault: the sort's key values are too long.

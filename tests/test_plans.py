@@ -15,7 +15,16 @@ from orders.db import make_engine, migrate
 from orders.listing import ListRequest
 from orders.models import SORTS
 from orders.seed import seed_orders
-from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint, paginate, start_at
+from pagination import (
+    AFTER,
+    BEFORE,
+    CursorCodec,
+    Position,
+    filters_fingerprint,
+    keyset_select,
+    paginate,
+    start_at,
+)
 
 from .databases import ENGINES, throwaway_database
 
@@ -166,3 +175,43 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
         plan = CHECKS[big.dialect.name](big, sql, params, status is not None)
         with capsys.disabled():
             print(f"\n  [{big.dialect.name} {sort}{'/' + status if status else ''} {direction}] {plan}")
+
+
+@pytest.mark.parametrize("direction", [AFTER, BEFORE])
+def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direction, capsys):
+    keyset = SORTS["newest"]
+    stmt = ListRequest("newest", None, LIMIT, None, None).statement()
+    with Session(big) as session:
+        keys = tuple(
+            session.execute(
+                stmt.with_only_columns(*(c.expr for c in keyset.columns), maintain_column_froms=True)
+                .order_by(*keyset.order_by())
+                .offset(DEPTH)
+                .limit(1)
+            ).one()
+        )
+    codec = CursorCodec("plan-test-secret-plan-test-secret")
+    cursor = codec.encode(Position("newest", direction, filters_fingerprint(None), keys))
+
+    def run() -> None:
+        with Session(big) as session:
+            paginate(session, stmt, keyset, limit=LIMIT, codec=codec, **{direction: cursor})
+
+    ((sent, sent_params),) = statements_of(big, run)
+    shown = keyset_select(
+        stmt,
+        keyset,
+        keys,
+        limit=LIMIT + 2,
+        backward=direction == BEFORE,
+        inclusive=True,
+        dialect=big.dialect.name,
+        flag_keys_row=True,
+    )
+    compiled = shown.compile(big)
+    assert str(compiled) == sent  # the same SQL, with the keys bound into it
+    assert [compiled.params[f"_keyset_key_{i}"] for i in range(len(keys))] == list(keys)
+    # The driver-level parameters of the page it ran are those keys, converted by the column types.
+    plan = CHECKS[big.dialect.name](big, str(compiled), sent_params, False)
+    with capsys.disabled():
+        print(f"\n  [{big.dialect.name} keyset_select {direction}] {plan}")
