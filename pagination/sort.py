@@ -17,7 +17,7 @@ from .errors import CursorMismatch, InvalidCursor, KeysetError
 from .values import dialect_problem, from_cursor, misfit
 
 # Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
-# "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it (docs/keyset.md measures it).
+# "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it (docs/design.md has the measurements).
 _ROW_VALUE_DIALECTS = {"postgresql", "sqlite"}
 # Functions that aggregate over a group: a key made of one is compared in HAVING, not WHERE.
 _AGGREGATES = {
