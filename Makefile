@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test lint format bench bench-quick bench-cluster soak cluster clean
+.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,13 @@ test: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+## test-browser: the browser tests; BASE_URL=http://host:port [API_TOKEN=...] runs them against a deployment
+test-browser: $(VENV)/.dev
+	scripts/ensure-chromium
+	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi
+	$(BIN)/pytest tests/test_browser.py tests/test_browser_place.py -rs \
+		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -235,11 +235,11 @@
     return rows;
   }
 
+  // Enter and Space on the button both arrive as a click, before htmx sends the form. (Not on
+  // submit: that bubbles here after htmx started the request, and would hand the focus to the
+  // next automatic load instead.)
   document.addEventListener("click", function (evt) {
     if (evt.target.closest && evt.target.closest("[data-load-more]")) focusNext = true;
-  });
-  document.addEventListener("submit", function (evt) {
-    if (evt.target.matches && evt.target.matches("[data-load-more]")) focusNext = true;
   });
 
   document.addEventListener("htmx:beforeRequest", function (evt) {

@@ -1,10 +1,16 @@
-"""The app served for real on a free port in a background thread (for browser and HTTP tests)."""
+"""The app served for real on a free port in a background thread (browser and HTTP tests), or a
+running deployment named by BASE_URL (QA)."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+import urllib.error
+import urllib.request
 from typing import Any
 
+import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
@@ -25,3 +31,76 @@ class LiveServer:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._thread.join(timeout=10)
+
+
+# --- A running deployment instead (QA): BASE_URL=http://host:port make test-browser -------------
+
+# Read at import, because it decides how the browser tests are parametrized: against a deployment
+# they run once, not once per local database engine.
+REMOTE_URL = os.environ.get("BASE_URL", "").rstrip("/") or None
+
+
+class RemoteTarget:
+    """A deployment the tests did not start: no app object, no database handle, its own data.
+
+    Tests that need to write (create or delete orders) go through the JSON API with
+    `API_TOKEN` (a token from the deployment's API_TOKENS) and are skipped, loudly, when the
+    target refuses writes. Tests that need the app configured their way are skipped likewise.
+    """
+
+    app = None
+
+    def __init__(self, url: str):
+        self.url = url
+        self.token = os.environ.get("API_TOKEN", "")
+        self._writes: bool | None = None
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as err:
+            return err.code, None
+
+    def require_writes(self, why: str) -> None:
+        """Skip (loudly) unless the deployment accepts this run's writes."""
+        if self._writes is None:
+            status, body = self._request("POST", "/api/orders", {"customer": "QA probe", "amount": "0.01"})
+            self._writes = status == 201
+            if self._writes:
+                self._request("DELETE", f"/api/orders/{body['id']}")
+        if not self._writes:
+            pytest.skip(f"WRITES REFUSED by {self.url} (set API_TOKEN to one of its API_TOKENS): {why}")
+
+    def create(self, customer: str, amount: str = "1.00") -> int:
+        status, body = self._request("POST", "/api/orders", {"customer": customer, "amount": amount})
+        assert status == 201, status
+        return int(body["id"])
+
+    def delete(self, order_id: int) -> None:
+        status, _ = self._request("DELETE", f"/api/orders/{order_id}")
+        assert status in (204, 404), status
+
+
+@pytest.fixture(name="live")
+def remote_live() -> RemoteTarget:
+    assert REMOTE_URL
+    return RemoteTarget(REMOTE_URL)
+
+
+@pytest.fixture(name="live_db_url", scope="session")
+def no_local_database() -> None:
+    """Against a deployment no throwaway database is made (and tests run once, not per engine)."""
+    return None
+
+
+def local_only(target: Any, why: str) -> None:
+    """Skip, loudly, a test that needs its own database or app configuration."""
+    if getattr(target, "app", None) is None:
+        pytest.skip(f"LOCAL ONLY against {target.url}: {why}")

@@ -20,8 +20,15 @@ from sqlalchemy.orm import Session
 from orders.models import Order
 
 from .helpers import BASE, add_orders
+from .live import REMOTE_URL
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser]
+if REMOTE_URL:
+    # These seed their own database and set the app's configuration; tests/test_browser_place.py
+    # holds the ones that run against a deployment.
+    pytestmark.append(
+        pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: seeds its own database")
+    )
 ROWS = "#rows > tr[data-id]"
 
 

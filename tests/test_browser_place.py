@@ -15,7 +15,11 @@ from sqlalchemy.orm import Session
 
 from orders.models import Order
 
+from .live import REMOTE_URL, local_only
 from .test_browser import ROWS, engine_of, screen_rows, seed
+
+if REMOTE_URL:  # QA: aim these tests at a running deployment (tests/live.py)
+    from .live import no_local_database, remote_live  # noqa: F401
 
 pytestmark = pytest.mark.browser
 ON_TOP = (
@@ -32,11 +36,44 @@ def ids_on_screen(page: Page) -> list[int]:
     return [int(i) for i in page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")]
 
 
+def iso_z(when) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def api_rows(base: str, count: int) -> list[dict]:
+    """The first `count` orders, newest first, through the JSON API (any deployment has it)."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    rows: list[dict] = []
+    query = {"limit": "100"}
+    while len(rows) < count:
+        with urllib.request.urlopen(f"{base}/api/orders?{urllib.parse.urlencode(query)}", timeout=10) as r:
+            body = json.load(r)
+        rows += body["items"]
+        if not body["next_cursor"]:
+            break
+        query["after"] = body["next_cursor"]
+    return rows[:count]
+
+
+def given(live, orders: int, **config) -> None:
+    """Our own `orders` and app settings locally; a deployment's own data and settings as they are."""
+    if live.app is None:
+        return
+    live.app.config.update(config)
+    seed(engine_of(live), orders)
+
+
 def scroll_until(page: Page, rows: int) -> None:
-    """Wheel down until `rows` rows are in the document (tests set AUTO_PAGES so no click is due)."""
+    """Wheel down until `rows` rows are in the document, pressing "Load more" when it asks."""
+    load_more = page.locator("#more").get_by_role("button", name="Load more orders")
     for _ in range(300):
         if page.locator(ROWS).count() >= rows:
             return
+        if load_more.count() and load_more.is_visible():
+            load_more.click()
         page.mouse.wheel(0, 1200)
         page.wait_for_timeout(30)  # lets the intersection observer see the new position
     raise AssertionError(f"never reached {rows} rows")
@@ -67,8 +104,7 @@ def expect_on_top(page: Page, order_id: str) -> None:
 
 
 def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Page):
-    live.app.config["AUTO_PAGES"] = 10_000
-    seed(engine_of(live), 400)
+    given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 100)
     order_id = page.locator(ROWS).nth(70).get_attribute("data-id")
@@ -88,14 +124,13 @@ def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Pa
     # It scrolls on both ways from there.
     page.mouse.wheel(0, 4000)
     expect(page.locator(ROWS)).not_to_have_count(len(ids))
-    page.evaluate("window.scrollTo(0, 0)")
+    page.keyboard.press("Home")  # the reader's own scroll (a script's would be re-landed)
     expect(page.locator(ROWS).first).not_to_have_attribute("data-id", str(ids[0]))
     assert_in_order(page)
 
 
 def test_back_with_a_snapshot_returns_to_the_same_row(live, page: Page):
-    live.app.config["AUTO_PAGES"] = 10_000
-    seed(engine_of(live), 400)
+    given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 100)
     order_id = page.locator(ROWS).nth(75).get_attribute("data-id")
@@ -110,8 +145,7 @@ def test_back_with_a_snapshot_returns_to_the_same_row(live, page: Page):
 
 
 def test_reload_and_a_copied_url_open_at_the_row_on_top(live, page: Page, browser):
-    live.app.config["AUTO_PAGES"] = 10_000
-    seed(engine_of(live), 600)
+    given(live, 600, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 140)
     order_id = page.locator(ROWS).nth(125).get_attribute("data-id")
@@ -166,8 +200,7 @@ RECORD_SHIFTS = """() => {
 
 @pytest.mark.parametrize("anchoring", ["css", "none"])
 def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, anchoring):
-    live.app.config["AUTO_PAGES"] = 10_000
-    seed(engine_of(live), 400)
+    given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 140)
     order_id = page.locator(ROWS).nth(135).get_attribute("data-id")
@@ -203,42 +236,55 @@ def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, an
 
 
 def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page: Page):
-    engine = engine_of(live)
-    seed(engine, 200)
-    page.goto(live.url + "/orders")
-    scroll_until(page, 60)
-    order_id = page.locator(ROWS).nth(45).get_attribute("data-id")
-    put_on_top(page, order_id)
-    with Session(engine) as session:
-        session.execute(delete(Order).where(Order.id == int(order_id)))
-        session.commit()
+    if live.app is None:
+        # On a deployment: an order of our own, created and deleted through the API.
+        live.require_writes("creates an order and deletes it while the list shows it")
+        order_id = str(live.create("QA deleted-order check"))
+        page.goto(live.url + "/orders")
+        expect(page.locator(f"#order-{order_id}")).to_be_visible()
+        live.delete(int(order_id))
+    else:
+        engine = engine_of(live)
+        seed(engine, 200)
+        page.goto(live.url + "/orders")
+        scroll_until(page, 60)
+        order_id = page.locator(ROWS).nth(45).get_attribute("data-id")
+        put_on_top(page, order_id)
+        with Session(engine) as session:
+            session.execute(delete(Order).where(Order.id == int(order_id)))
+            session.commit()
     page.locator(f"#order-{order_id}").get_by_role("link").click()
     expect(page.get_by_role("heading", name=f"Order #{order_id} no longer exists")).to_be_visible()
     expect(page).to_have_url(re.compile(rf"/orders/{order_id}$"))
     page.get_by_role("link", name="Back to the list").click()
     expect(page.get_by_role("table")).to_be_visible()
-    # The deleted row is gone; the list opens where it was, at the row that followed it.
+    expect(page.locator(ROWS).first).to_be_attached()
+    # The deleted row is gone; the list opens where it was: the first row of the deleted row's page.
     expect(page.locator(f"#order-{order_id}")).to_have_count(0)
-    neighbour = page.locator(ROWS).nth(0)
-    expect(neighbour).to_be_attached()
     ids = ids_on_screen(page)
     assert int(order_id) not in ids and len(ids) == len(set(ids))
-    first_in_view = page.evaluate(FIRST_IN_VIEW)
-    # It lands on the first row of the page the deleted row was on.
-    page_start = page.locator(ROWS).filter(has=page.locator("xpath=self::*[@data-pos]"))
-    assert first_in_view in page_start.evaluate_all("rows => rows.map(r => r.dataset.id)")
+    if live.app is not None:
+        first_in_view = page.evaluate(FIRST_IN_VIEW)
+        page_starts = page.locator(f"{ROWS}[data-pos]").evaluate_all("rows => rows.map(r => r.dataset.id)")
+        assert first_in_view in page_starts
 
 
 @pytest.mark.parametrize("key", ["Enter", "Space"])
 def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
-    live.app.config["AUTO_PAGES"] = 0  # every load asks for a press
-    seed(engine_of(live), 100)
+    given(live, 100, AUTO_PAGES=0)  # locally every load asks for a press
+    page.bring_to_front()  # focus is only shown in the page that has the window's focus
     page.goto(live.url + "/orders")
-    button = page.get_by_role("button", name="Load more orders")
+    button = page.locator("#more").get_by_role("button", name="Load more orders")
+    for _ in range(100):  # a deployment asks after AUTO_PAGES automatic loads
+        if button.count():
+            break
+        page.mouse.wheel(0, 1500)
+        page.wait_for_timeout(50)
+    shown = page.locator(ROWS).count()
     button.focus()
     page.keyboard.press(key)
-    expect(page.locator(ROWS)).to_have_count(40)
-    expect(page.locator(ROWS).nth(20)).to_be_focused()
+    expect(page.locator(ROWS)).to_have_count(shown + 20)
+    expect(page.locator(ROWS).nth(shown)).to_be_focused()
     expect(page.locator("#announcer")).to_have_text("20 more orders loaded.")
 
 
@@ -279,6 +325,7 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
 
     from .helpers import BASE, add_orders
 
+    local_only(live, "walks its own whole list with MAX_ROWS_IN_PAGE=100 while it inserts and deletes")
     max_rows = 100
     live.app.config.update(AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=max_rows)
     engine = engine_of(live)
@@ -329,24 +376,31 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
 def test_go_to_a_date_lands_on_the_first_row_at_or_before_it_and_scrolls_both_ways(live, browser):
     import datetime as dt
 
-    live.app.config["AUTO_PAGES"] = 10_000
-    seed(engine_of(live), 600)
+    given(live, 600, AUTO_PAGES=10_000)
+    if live.app is None:
+        # A deployment's own data: the time of its 250th newest order, to the minute.
+        rows = api_rows(live.url, 300)
+        assert len(rows) == 300, "the deployment has fewer than 300 orders"
+        when = dt.datetime.fromisoformat(rows[250]["created_at"].replace("Z", "+00:00"))
+        target_utc = when.replace(second=0, microsecond=0)
+        expected = next(int(r["id"]) for r in rows if r["created_at"] <= iso_z(target_utc))
+    else:
+        target_utc = dt.datetime(2026, 3, 11, 9, 0, tzinfo=dt.UTC)  # 100 minutes, ~300 rows, deep
+        with Session(engine_of(live)) as session:
+            expected = session.scalars(
+                select(Order.id)
+                .where(Order.created_at <= target_utc)
+                .order_by(Order.created_at.desc(), Order.id.desc())
+                .limit(1)
+            ).one()
     # The reader is in India (UTC+5:30): the form takes their local time, as the list shows it.
     context = browser.new_context(timezone_id="Asia/Kolkata")
     page = context.new_page()
     page.goto(live.url + "/orders")
-    target_utc = dt.datetime(2026, 3, 11, 9, 0, tzinfo=dt.UTC)  # 100 minutes, ~300 rows, deep
     local = (target_utc + dt.timedelta(hours=5, minutes=30)).strftime("%Y-%m-%dT%H:%M")
     page.get_by_label("Go to date and time").fill(local)
     page.get_by_role("button", name="Go", exact=True).click()
     expect(page).to_have_url(re.compile(r"/orders\?after="))
-    with Session(engine_of(live)) as session:
-        expected = session.scalars(
-            select(Order.id)
-            .where(Order.created_at <= target_utc)
-            .order_by(Order.created_at.desc(), Order.id.desc())
-            .limit(1)
-        ).one()
     landed = page.locator(f"#order-{expected}")
     expect(landed).to_be_in_viewport()
     # Rows above it load as the reader scrolls up, all later than the value.
@@ -355,7 +409,7 @@ def test_go_to_a_date_lands_on_the_first_row_at_or_before_it_and_scrolls_both_wa
     snapshot = screen_rows(page)  # one read: more rows may be loading above meanwhile
     rows = [i for _, i in snapshot]
     assert snapshot == sorted(snapshot, reverse=True) and len(rows) == len(set(rows))
-    iso = target_utc.strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    iso = iso_z(target_utc)
     for created, order_id in snapshot:
         assert (created > iso) == (rows.index(order_id) < rows.index(expected)), order_id
     # And further down.
