@@ -156,13 +156,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.url_map.converters["int"] = AsciiIntConverter
 
     db.init_app(app)
-    replicas.init_app(app)
     errors.init_app(app)
     limits.init_app(app)
     cli.init_app(app)
     app.register_blueprint(web.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(openapi.bp)
+    # After the blueprints: it wraps the list views (a replica lost mid-page is retried elsewhere).
+    replicas.init_app(app)
 
     @app.after_request
     def _security_headers(response):  # type: ignore[no-untyped-def]

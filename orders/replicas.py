@@ -27,11 +27,13 @@ request's read engine sits in `session.info`; flushes and DML always go to the p
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,8 +330,12 @@ def _client_lsn() -> int | None:
 
 
 def _route_read() -> None:
-    if request.method != "GET" or request.endpoint not in READ_ENDPOINTS:
-        return
+    if request.method == "GET" and request.endpoint in READ_ENDPOINTS:
+        _begin_read(exclude=set())
+
+
+def _begin_read(exclude: set[str]) -> None:
+    """Choose the node for this read and start the page's transaction there."""
     router: Router = current_app.extensions["router"]
     cursor_lsn, has_cursor = _cursor_lsn()
     client_lsn = _client_lsn()
@@ -339,9 +345,8 @@ def _route_read() -> None:
     # page: only a replica within REPLICA_MAX_LAG_MS may read it.
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
-    tried: set[str] = set()
     streaming = request.endpoint in STREAMING_ENDPOINTS
-    node = router.choose(need, first_page=first_page, exclude=tried)
+    node = router.choose(need, first_page=first_page, exclude=exclude)
     fresh_retry = True
     while True:
         route = Route(node)
@@ -363,8 +368,8 @@ def _route_read() -> None:
                 continue
             # The node stopped answering since it was last probed: take it out, try the next.
             router.mark_down(node, err)
-            tried.add(node.name)
-            node = router.choose(need, first_page=first_page, exclude=tried)
+            exclude.add(node.name)
+            node = router.choose(need, first_page=first_page, exclude=exclude)
             fresh_retry = True
             continue
         parsed = parse_lsn(lsn)
@@ -376,6 +381,27 @@ def _route_read() -> None:
         break
     node.pages += 1
     route.seconds = time.perf_counter() - route.started
+
+
+def _retry_elsewhere(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a list view again on another node when its replica went away during the page (the
+    position read worked, the page query found the connection gone): the reader sees no error.
+    The views only read, so running one twice is harmless."""
+
+    @functools.wraps(view)
+    def wrapper(**kwargs: Any) -> Any:
+        try:
+            return view(**kwargs)
+        except DBAPIError as err:
+            route: Route | None = g.get("read_route")
+            if route is None or route.node.primary or not err.connection_invalidated:
+                raise
+            current_app.extensions["router"].mark_down(route.node, err)
+            get_session().rollback()
+            _begin_read(exclude={route.node.name})
+            return view(**kwargs)
+
+    return wrapper
 
 
 def _after(response: Response) -> Response:
@@ -474,3 +500,5 @@ def init_app(app: Flask) -> None:
     )
     app.before_request(_route_read)
     app.after_request(_after)
+    for endpoint in READ_ENDPOINTS:
+        app.view_functions[endpoint] = _retry_elsewhere(app.view_functions[endpoint])
