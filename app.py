@@ -40,9 +40,9 @@ DEV_TRUSTED_HOSTS = ["localhost", "127.0.0.1"]
 
 class AsciiIntConverter(IntegerConverter):
     """`<int:...>` for ASCII digits only, no leading zero: werkzeug's `\\d+` also matches
-    Arabic-Indic or full-width digits (/orders/١٢ was order 12). One spelling per id."""
+    Arabic-Indic or full-width digits (/orders/١٢ was order 12). One spelling per number."""
 
-    regex = r"[1-9][0-9]{0,18}"
+    regex = r"0|[1-9][0-9]{0,18}"
 
 
 def _dev_secret(instance: Path) -> str:

@@ -234,13 +234,15 @@ ERROR_CASES = {
         ("SELECT pg_sleep(1)", 503),  # statement_timeout: QueryCanceled
         ("SELECT 1 / 0", 500),  # DataError
         (TOO_LONG, 500),  # DataError: value too long for varchar(64)
-        ("SELECT * FROM no_such_table", 503),  # ProgrammingError: e.g. not migrated yet
+        # A table or column the code needs but the database lacks (a deploy that forgot its
+        # migration) fails the same way every time: a bug, 500 with its trace, not "retry later".
+        ("SELECT * FROM no_such_table", 500),  # UndefinedTable 42P01
     ],
     "mysql": [
         ("SELECT SLEEP(1)", 503),  # max_statement_time: ER_STATEMENT_TIMEOUT 1969
         ("SELECT * FROM orders WHERE SLEEP(1) = 0", 503),  # the same, while reading the table
         (TOO_LONG, 500),  # DataError 1406 (strict mode)
-        ("SELECT * FROM no_such_table", 503),  # ProgrammingError 1146
+        ("SELECT * FROM no_such_table", 500),  # ER_NO_SUCH_TABLE 1146
     ],
 }
 
