@@ -108,6 +108,7 @@ def test_api_follows_its_openapi_description(
 
     run()
     assert calls, "no case was generated"
+    print(f"\n{method} {path} {mode.value}: {len(calls)} cases, statuses {sorted(set(calls))}")
 
 
 def test_oversized_and_non_json_bodies_are_documented(api_schema, live_api: LiveServer) -> None:  # type: ignore[no-untyped-def]
