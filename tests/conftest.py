@@ -15,8 +15,7 @@ from orders.models import Order
 from pagination import CursorCodec
 
 from .databases import ENGINES, throwaway_database, unavailable
-
-SECRET = "test-secret-that-is-long-enough-for-production-0123456789"
+from .fixtures import SECRET  # one definition; test modules import it from .fixtures
 
 
 @pytest.fixture(scope="session", params=ENGINES)

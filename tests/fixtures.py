@@ -1,11 +1,35 @@
-"""What the tests configure the app with, in one place: the write token and the rate limits the
-suites run under (limits stay on in every test; these are sized for each kind of load)."""
+"""What the tests configure the app with, in one place: the app and its database as a test makes
+them, the secret, the write token, the rate limits the suites run under (limits stay on in every
+test; these are sized for each kind of load), and raw chunked bodies.
+
+Plain functions and constants, imported by test modules (never from conftest): conftest.py holds
+only pytest fixtures, and takes SECRET from here too.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from flask import Flask
+
+from app import create_app
+from orders.db import make_engine, migrate
+
+SECRET = "test-secret-that-is-long-enough-for-production-0123456789"
+
+
+def migrated(url: str) -> str:
+    """Bring the (new, empty) database at `url` to the newest migration; return `url`."""
+    engine = make_engine(url)
+    migrate(engine)
+    engine.dispose()
+    return url
+
+
+def make_app(url: str, **config: Any) -> Flask:
+    """The app as a test makes it: TESTING, this database, the test secret, and `config`."""
+    return create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET, **config})
+
 
 API_TOKEN = "test-token-2f9c41d7b8e6a0d3c5f7e9b1a2c4d6e8"
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}

@@ -28,13 +28,12 @@ import pytest
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.models import SORTS, Order
 from orders.seed import seed_orders
 
-from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
+from .fixtures import SECRET, make_app
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 10_000
@@ -145,7 +144,7 @@ def test_web_export_serves_the_same_bytes_as_the_command(
 ) -> None:
     args = ["--sort", sort, *(["--status", status] if status else [])]
     cli_bytes, _ = export_done(export_db, *args)
-    app = create_app({"TESTING": True, "DATABASE_URL": export_db, "SECRET_KEY": SECRET})
+    app = make_app(export_db)
     response = app.test_client().get(
         "/orders/export.csv", query_string={"sort": sort, "status": status or ""}
     )

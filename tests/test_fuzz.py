@@ -29,16 +29,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from werkzeug.wrappers import Request
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
 from orders.models import CUSTOMER_MAX_LENGTH, SORTS, STATUSES
 from orders.serialize import CSV_COLUMNS
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
-from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
-from .fixtures import authorized_client, with_token
+from .fixtures import SECRET, authorized_client, make_app, with_token
 from .helpers import BASE, add_orders
 
 UTC = dt.UTC
@@ -78,7 +76,7 @@ def fuzz_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         engine.dispose()
         # Writes need the token; the rate limits are on, with budgets for a fuzzer's thousands of
         # requests a minute from one address.
-        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
+        app = with_token(make_app(url))
         app.config["ENGINE_KIND"] = request.param
         yield app
         app.extensions["engine"].dispose()

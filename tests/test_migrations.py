@@ -12,12 +12,11 @@ from flask import Flask
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.models import Base, Order
 
-from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
+from .fixtures import make_app
 
 
 @pytest.fixture(params=ENGINES)
@@ -39,7 +38,7 @@ def test_migrations_build_exactly_the_models(empty_url: str) -> None:
 
 
 def test_init_db_and_seed_if_empty_through_the_cli_runner(empty_url: str) -> None:
-    app: Flask = create_app({"TESTING": True, "DATABASE_URL": empty_url, "SECRET_KEY": SECRET})
+    app: Flask = make_app(empty_url)
     runner = app.test_cli_runner()
     for _ in range(2):  # idempotent: make run calls it on every start
         result = runner.invoke(args=["init-db"])

@@ -31,9 +31,8 @@ from orders.db import make_engine, migrate
 from orders.models import STATUSES
 from orders.openapi import SPEC
 
-from .conftest import SECRET
 from .databases import throwaway_database
-from .fixtures import AUTH, with_token
+from .fixtures import AUTH, SECRET, make_app, with_token
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
@@ -63,7 +62,7 @@ def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             ],
         )
         engine.dispose()
-        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
+        app = with_token(make_app(url))
         with LiveServer(app) as server:
             yield server
         app.extensions["engine"].dispose()

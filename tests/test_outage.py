@@ -27,13 +27,12 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import create_app
 from devtools.gunicorn import free_port
 from orders.db import make_engine, migrate
 from orders.models import SORTS, STATUSES, Order
 
-from .conftest import SECRET
 from .databases import unavailable
+from .fixtures import make_app
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
@@ -158,7 +157,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         expected = list(session.scalars(select(Order.id).order_by(*SORTS["newest"].order_by())))
     engine.dispose()
 
-    app = create_app({"TESTING": True, "DATABASE_URL": cluster.url, "SECRET_KEY": SECRET, "AUTO_PAGES": 1000})
+    app = make_app(cluster.url, AUTO_PAGES=1000)
     try:
         run_the_scroll(app, cluster, page, expected)
     finally:

@@ -15,11 +15,10 @@ from decimal import Decimal
 import pytest
 from flask import Flask
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.serialize import neutralize
 
-from .conftest import SECRET
+from .fixtures import make_app
 from .helpers import BASE, add_orders
 
 # What the attacker posted, and every character OWASP lists as a formula trigger.
@@ -47,7 +46,7 @@ def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
     ]
     add_orders(engine, rows)
     engine.dispose()
-    app = create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET})
+    app = make_app(url)
     yield app
     app.extensions["engine"].dispose()
 

@@ -13,10 +13,9 @@ from flask import Flask
 
 import orders.auth
 from app import DYNAMIC_CACHE_CONTROL, create_app, secret_key_problem
-from orders.db import make_engine, migrate
 
-from .conftest import SECRET
-from .fixtures import API_TOKEN, AUTH, CHUNKED_POST, CLIENT_LIMITS, chunked_bodies
+from . import fixtures
+from .fixtures import API_TOKEN, AUTH, CHUNKED_POST, CLIENT_LIMITS, chunked_bodies, migrated
 from .live import LiveServer
 
 ORDER = {"customer": "Ana", "amount": "12.30"}
@@ -25,18 +24,16 @@ ORDER = {"customer": "Ana", "amount": "12.30"}
 @pytest.fixture(scope="module")
 def db_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('doors') / 'doors.db'}"
-    engine = make_engine(url)
-    migrate(engine)
-    engine.dispose()
+    migrated(url)
     return url
 
 
 @pytest.fixture
-def make_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
+def new_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
     made: list[Flask] = []
 
     def make(**config: object) -> Flask:
-        app = create_app({"TESTING": True, "DATABASE_URL": db_file, "SECRET_KEY": SECRET, **config})
+        app = fixtures.make_app(db_file, **config)
         made.append(app)
         return app
 
@@ -48,8 +45,8 @@ def make_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
 # --- Writes need a token ---------------------------------------------------------------------
 
 
-def test_writes_need_a_valid_bearer_token(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app(API_TOKENS=f"other-token, {API_TOKEN}", **CLIENT_LIMITS).test_client()
+def test_writes_need_a_valid_bearer_token(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app(API_TOKENS=f"other-token, {API_TOKEN}", **CLIENT_LIMITS).test_client()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"}):
         for response in (
             client.post("/api/orders", json=ORDER, headers=headers),
@@ -70,7 +67,7 @@ def test_writes_need_a_valid_bearer_token(make_app) -> None:  # type: ignore[no-
     assert client.get("/api/orders").status_code == 200
 
 
-def test_tokens_are_compared_in_constant_time(make_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_tokens_are_compared_in_constant_time(new_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Every configured token is compared with hmac.compare_digest, even after a match."""
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
@@ -80,13 +77,13 @@ def test_tokens_are_compared_in_constant_time(make_app, monkeypatch) -> None:  #
         return real(a, b)
 
     monkeypatch.setattr(orders.auth.hmac, "compare_digest", spy)
-    client = make_app(API_TOKENS=f"{API_TOKEN},second,third", **CLIENT_LIMITS).test_client()
+    client = new_app(API_TOKENS=f"{API_TOKEN},second,third", **CLIENT_LIMITS).test_client()
     assert client.post("/api/orders", json=ORDER, headers=AUTH).status_code == 201
     assert [b for _, b in calls] == [API_TOKEN.encode(), b"second", b"third"]
 
 
-def test_without_tokens_writes_are_open_to_loopback_only(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app(**CLIENT_LIMITS).test_client()  # API_TOKENS unset: development
+def test_without_tokens_writes_are_open_to_loopback_only(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app(**CLIENT_LIMITS).test_client()  # API_TOKENS unset: development
     assert client.post("/api/orders", json=ORDER).status_code == 201  # the test client is 127.0.0.1
     assert client.post("/api/orders", json=ORDER, environ_base={"REMOTE_ADDR": "::1"}).status_code == 201
     for remote in ("192.168.1.20", "10.0.0.1", "2001:db8::1"):
@@ -113,27 +110,27 @@ PRODUCTION = {"PRODUCTION": True, "API_TOKENS": API_TOKEN, "TRUSTED_HOSTS": ["or
         "short",
     ],
 )
-def test_production_refuses_a_secret_key_that_is_not_random(make_app, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_a_secret_key_that_is_not_random(new_app, key: str) -> None:  # type: ignore[no-untyped-def]
     assert secret_key_problem(key)
     with pytest.raises(RuntimeError, match="SECRET_KEY"):
-        make_app(**{**PRODUCTION, "SECRET_KEY": key})
+        new_app(**{**PRODUCTION, "SECRET_KEY": key})
 
 
-def test_production_accepts_generated_keys(make_app) -> None:  # type: ignore[no-untyped-def]
+def test_production_accepts_generated_keys(new_app) -> None:  # type: ignore[no-untyped-def]
     import secrets
 
     for key in [secrets.token_hex(16) for _ in range(200)] + [secrets.token_urlsafe(32) for _ in range(200)]:
         assert secret_key_problem(key) is None, key
-    assert make_app(**{**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(48)}).config["PRODUCTION"]
+    assert new_app(**{**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(48)}).config["PRODUCTION"]
 
 
-def test_production_refuses_to_start_without_tokens_or_hosts(make_app) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_to_start_without_tokens_or_hosts(new_app) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(RuntimeError, match="API_TOKENS"):
-        make_app(**{**PRODUCTION, "API_TOKENS": ""})
+        new_app(**{**PRODUCTION, "API_TOKENS": ""})
     with pytest.raises(RuntimeError, match="API_TOKENS"):
-        make_app(**{**PRODUCTION, "API_TOKENS": " , "})
+        new_app(**{**PRODUCTION, "API_TOKENS": " , "})
     with pytest.raises(RuntimeError, match="TRUSTED_HOSTS"):
-        make_app(**{**PRODUCTION, "TRUSTED_HOSTS": None})
+        new_app(**{**PRODUCTION, "TRUSTED_HOSTS": None})
 
 
 def test_production_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -161,8 +158,8 @@ def test_production_from_the_environment(monkeypatch) -> None:  # type: ignore[n
 # --- Rate limits --------------------------------------------------------------------------------
 
 
-def test_writes_have_a_tighter_limit_than_reads(make_app) -> None:  # type: ignore[no-untyped-def]
-    app = make_app(API_TOKENS=API_TOKEN, RATELIMIT_READS="8 per minute", RATELIMIT_WRITES="3 per minute")
+def test_writes_have_a_tighter_limit_than_reads(new_app) -> None:  # type: ignore[no-untyped-def]
+    app = new_app(API_TOKENS=API_TOKEN, RATELIMIT_READS="8 per minute", RATELIMIT_WRITES="3 per minute")
     client = app.test_client()
     for _ in range(3):
         assert client.post("/api/orders", json=ORDER, headers=AUTH).status_code == 201
@@ -186,8 +183,8 @@ def test_writes_have_a_tighter_limit_than_reads(make_app) -> None:  # type: igno
     static.close()
 
 
-def test_limits_are_per_client(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app(RATELIMIT_READS="2 per minute").test_client()
+def test_limits_are_per_client(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app(RATELIMIT_READS="2 per minute").test_client()
     for _ in range(2):
         assert client.get("/api/orders").status_code == 200
     assert client.get("/api/orders").status_code == 429
@@ -195,8 +192,8 @@ def test_limits_are_per_client(make_app) -> None:  # type: ignore[no-untyped-def
     assert client.get("/api/orders", environ_base=other).status_code == 200
 
 
-def test_limits_are_read_per_request(make_app) -> None:  # type: ignore[no-untyped-def]
-    app = make_app(RATELIMIT_READS="1 per minute")
+def test_limits_are_read_per_request(new_app) -> None:  # type: ignore[no-untyped-def]
+    app = new_app(RATELIMIT_READS="1 per minute")
     client = app.test_client()
     assert client.get("/api/orders").status_code == 200
     assert client.get("/api/orders").status_code == 429
@@ -207,8 +204,8 @@ def test_limits_are_read_per_request(make_app) -> None:  # type: ignore[no-untyp
 # --- Answers to requests that are not what they should be -----------------------------------------
 
 
-def test_405_says_which_methods_are_allowed(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app().test_client()
+def test_405_says_which_methods_are_allowed(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app().test_client()
     response = client.put("/api/orders")
     assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
     assert set(response.headers["Allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
@@ -216,8 +213,8 @@ def test_405_says_which_methods_are_allowed(make_app) -> None:  # type: ignore[n
     assert page.status_code == 405 and "GET" in page.headers["Allow"]
 
 
-def test_untrusted_hosts_are_refused_not_copied_into_redirects(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app().test_client()
+def test_untrusted_hosts_are_refused_not_copied_into_redirects(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app().test_client()
     redirect = client.get("/orders//1", headers={"Host": "localhost:5000"})
     assert redirect.status_code in (301, 308) and "evil" not in redirect.headers["Location"]
     for path in ("/orders//1", "/orders", "/api/orders", "/"):
@@ -228,8 +225,8 @@ def test_untrusted_hosts_are_refused_not_copied_into_redirects(make_app) -> None
     assert client.get("/api/orders", headers={"Host": "evil.example"}).json["error"]["code"] == "bad_request"
 
 
-def test_dynamic_answers_are_private_static_files_are_not_touched(make_app) -> None:  # type: ignore[no-untyped-def]
-    client = make_app().test_client()
+def test_dynamic_answers_are_private_static_files_are_not_touched(new_app) -> None:  # type: ignore[no-untyped-def]
+    client = new_app().test_client()
     for path in (
         "/orders",
         "/api/orders",
@@ -257,9 +254,9 @@ def _raw(url: str, request: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("case", list(chunked_bodies()))
-def test_chunked_bodies_malformed_400_too_long_413(make_app, case: str) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_bodies_malformed_400_too_long_413(new_app, case: str) -> None:  # type: ignore[no-untyped-def]
     body, status = chunked_bodies()[case]
-    app = make_app(API_TOKENS=API_TOKEN, **CLIENT_LIMITS)
+    app = new_app(API_TOKENS=API_TOKEN, **CLIENT_LIMITS)
     with LiveServer(app) as server:
         answer = _raw(server.url, CHUNKED_POST + body)
     assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:300]

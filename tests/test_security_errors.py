@@ -18,14 +18,12 @@ import pytest
 from flask import Flask
 from sqlalchemy import create_engine, event, text
 
-from app import create_app
-from orders.db import make_engine, migrate
 from orders.errors import ERRORS
 from orders.openapi import SPEC
 
-from .conftest import SECRET
+from . import fixtures
 from .databases import throwaway_database
-from .fixtures import AUTH, with_token
+from .fixtures import AUTH, migrated, with_token
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 ORDER = {"customer": "Ana", "amount": "1.00"}
@@ -36,18 +34,16 @@ def server_db(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     with throwaway_database(request.param, tmp_path_factory.mktemp("kinds"), "kinds") as url:
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
+        migrated(url)
         yield request.param, url
 
 
 @pytest.fixture
-def make_app(server_db: tuple[str, str]) -> Iterator:  # type: ignore[type-arg]
+def new_app(server_db: tuple[str, str]) -> Iterator:  # type: ignore[type-arg]
     made: list[Flask] = []
 
     def make(on_connect: str | None = None) -> Flask:
-        app = with_token(create_app({"TESTING": True, "DATABASE_URL": server_db[1], "SECRET_KEY": SECRET}))
+        app = with_token(fixtures.make_app(server_db[1]))
         if on_connect:
             # Every connection the app opens runs this first (the pool opens them lazily).
             @event.listens_for(app.extensions["engine"], "connect")
@@ -72,13 +68,13 @@ def assert_unavailable(response) -> None:  # type: ignore[no-untyped-def]
     assert int(response.headers["Retry-After"]) > 0
 
 
-def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, make_app, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, new_app, caplog) -> None:  # type: ignore[no-untyped-def]
     _, url = server_db
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql("ALTER TABLE orders RENAME COLUMN customer TO customer_renamed")
     try:
-        client = make_app().test_client()
+        client = new_app().test_client()
         with caplog.at_level(logging.ERROR, logger="orders.errors"):
             response = client.get("/api/orders")
             page = client.get("/orders")
@@ -96,7 +92,7 @@ def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, make_app, ca
         admin.dispose()
 
 
-def test_a_read_only_server_is_unavailable(server_db, make_app) -> None:  # type: ignore[no-untyped-def]
+def test_a_read_only_server_is_unavailable(server_db, new_app) -> None:  # type: ignore[no-untyped-def]
     """What a standby in recovery, or a primary being failed over, answers to a write."""
     kind, _ = server_db
     read_only = (
@@ -104,19 +100,19 @@ def test_a_read_only_server_is_unavailable(server_db, make_app) -> None:  # type
         if kind == "postgresql"
         else "SET SESSION TRANSACTION READ ONLY"
     )
-    client = make_app(on_connect=read_only).test_client()
+    client = new_app(on_connect=read_only).test_client()
     assert_unavailable(client.post("/api/orders", json=ORDER, headers=AUTH))
     assert client.get("/api/orders").status_code == 200  # reads go on
 
 
-def test_a_lock_wait_that_times_out_is_unavailable(server_db, make_app) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_wait_that_times_out_is_unavailable(server_db, new_app) -> None:  # type: ignore[no-untyped-def]
     kind, url = server_db
-    writer = make_app().test_client()
+    writer = new_app().test_client()
     order_id = writer.post("/api/orders", json=ORDER, headers=AUTH).json["id"]
     short_wait = (
         "SET lock_timeout = '100ms'" if kind == "postgresql" else "SET SESSION innodb_lock_wait_timeout = 1"
     )
-    client = make_app(on_connect=short_wait).test_client()
+    client = new_app(on_connect=short_wait).test_client()
     holder = create_engine(url)
     with holder.connect() as conn:
         conn.execute(text("SELECT id FROM orders WHERE id = :id FOR UPDATE"), {"id": int(order_id)})
@@ -132,7 +128,7 @@ def test_a_lock_wait_that_times_out_is_unavailable(server_db, make_app) -> None:
     ids=["postgresql", "mysql"],
 )
 def test_a_server_that_refuses_connections_is_unavailable(url: str) -> None:
-    app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
+    app = with_token(fixtures.make_app(url))
     client = app.test_client()
     for response in (
         client.get("/healthz"),

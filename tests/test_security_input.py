@@ -9,20 +9,14 @@ import unicodedata
 import pytest
 from flask import Flask
 
-from app import create_app
-from orders.db import make_engine, migrate
-
-from .conftest import SECRET
-from .fixtures import authorized_client, with_token
+from .fixtures import authorized_client, make_app, migrated, with_token
 
 
 @pytest.fixture
 def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'input.db'}"
-    engine = make_engine(url)
-    migrate(engine)
-    engine.dispose()
-    app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
+    migrated(url)
+    app = with_token(make_app(url))
     yield app
     app.extensions["engine"].dispose()
 

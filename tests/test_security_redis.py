@@ -17,11 +17,9 @@ import redis
 from flask import Flask
 
 from app import create_app
-from orders.db import make_engine, migrate
 
-from .conftest import SECRET
 from .databases import unavailable
-from .fixtures import API_TOKEN, AUTH
+from .fixtures import API_TOKEN, AUTH, SECRET, migrated
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379")
 ORDER = {"customer": "Ana", "amount": "1.00"}
@@ -42,9 +40,7 @@ def redis_url() -> Iterator[str]:
 def servers(redis_url: str, tmp_path) -> Iterator:  # type: ignore[type-arg]
     """make(storage) -> two apps sharing one database and, for Redis, one key prefix."""
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    engine = make_engine(url)
-    migrate(engine)
-    engine.dispose()
+    migrated(url)
     prefix = f"orders-test-{uuid.uuid4().hex[:12]}"  # this run's counters only
     made: list[Flask] = []
 

@@ -14,13 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from app import create_app
-from orders.db import make_engine, migrate
 from soak.run import WALKS, Config, soak
 
-from .conftest import SECRET
 from .databases import ENGINES, throwaway_database
-from .fixtures import authorized_client, with_token
+from .fixtures import authorized_client, make_app, migrated, with_token
 
 SHORT_SECONDS = 15
 
@@ -45,10 +42,8 @@ def test_short_soak_keeps_every_invariant(postgresql_url: str) -> None:
 @pytest.fixture(params=ENGINES)
 def delete_app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
     with throwaway_database(request.param, tmp_path, "delete") as url:
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
-        app = with_token(create_app({"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET}))
+        migrated(url)
+        app = with_token(make_app(url))
         yield app
         app.extensions["engine"].dispose()
 

@@ -35,8 +35,8 @@ from app import create_app
 from orders.db import make_engine, migrate
 from orders.models import STATUSES
 
-from .conftest import SECRET
 from .databases import throwaway_database
+from .fixtures import SECRET
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
