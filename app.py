@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, request
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
 from orders import api, cli, db, errors, limits, openapi, replicas, web
@@ -97,6 +98,7 @@ def _config_from_env() -> dict[str, Any]:
         "STATEMENT_TIMEOUT_MS",
         "REPLICA_MAX_LAG_MS",
         "CREATED_AT_MAX_SKEW_SECONDS",
+        "TRUSTED_PROXIES",
     ):
         if os.environ.get(name):
             config[name] = int(os.environ[name])
@@ -136,6 +138,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         # How far into the future a client may date an order (clock skew), see api.validate_order.
         CREATED_AT_MAX_SKEW_SECONDS=5,
         API_TOKENS="",
+        # How many reverse proxies stand in front (each appends to X-Forwarded-For); 0: none,
+        # and the header is ignored, since any client can send it.
+        TRUSTED_PROXIES=0,
         PRODUCTION=False,
     )
     app.config.update(_config_from_env() if test_config is None else test_config)
@@ -154,6 +159,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     )
     # Before any blueprint adds a rule: every `<int:...>` is ASCII digits.
     app.url_map.converters["int"] = AsciiIntConverter
+
+    if app.config["TRUSTED_PROXIES"]:
+        # The client's address (rate limits, the loopback rule) and scheme as the proxies saw them.
+        hops = int(app.config["TRUSTED_PROXIES"])
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
 
     db.init_app(app)
     errors.init_app(app)

@@ -94,6 +94,26 @@ def test_without_tokens_writes_are_open_to_loopback_only(new_app) -> None:  # ty
         assert response.status_code == 401, remote
 
 
+def test_behind_trusted_proxies_the_forwarded_address_counts(new_app) -> None:  # type: ignore[no-untyped-def]
+    """A proxy on this machine makes every client look like loopback: with TRUSTED_PROXIES the
+    address the proxy forwards is the client's (writes and limits); without it the header is
+    the client's own words and is ignored."""
+    proxied = new_app(TRUSTED_PROXIES=1, RATELIMIT_READS="2 per minute").test_client()
+    remote = {"X-Forwarded-For": "203.0.113.5"}
+    assert proxied.post("/api/orders", json=ORDER, headers=remote).status_code == 401
+    assert (
+        proxied.post("/api/orders", json=ORDER, headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 201
+    )
+    assert [proxied.get("/api/orders", headers=remote).status_code for _ in range(3)] == [200, 200, 429]
+    assert proxied.get("/api/orders", headers={"X-Forwarded-For": "203.0.113.6"}).status_code == 200
+    direct = new_app().test_client()
+    spoofed = {"X-Forwarded-For": "127.0.0.1"}
+    response = direct.post(
+        "/api/orders", json=ORDER, headers=spoofed, environ_base={"REMOTE_ADDR": "192.0.2.1"}
+    )
+    assert response.status_code == 401
+
+
 # --- Production refuses to start without what it needs -----------------------------------------
 
 PRODUCTION = {"PRODUCTION": True, "API_TOKENS": API_TOKEN, "TRUSTED_HOSTS": ["orders.example"]}
