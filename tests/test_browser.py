@@ -325,15 +325,48 @@ def test_no_serious_accessibility_issues(live, page: Page):
     assert not serious, [(v["id"], v["help"]) for v in serious]
 
 
+def colour_share(png: bytes, rgb: tuple[int, int, int]) -> float:
+    """The share of a screenshot's pixels that are this colour (within a small tolerance)."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = image.getcolors(maxcolors=image.width * image.height) or []
+    near = sum(n for n, c in colours if all(abs(a - b) <= 6 for a, b in zip(c, rgb, strict=True)))
+    return near / (image.width * image.height)
+
+
+# Colours from static/app.css: the page background, and the badge backgrounds of each status.
+BACKGROUND = (0xF6, 0xF7, 0xF9)
+BADGES = {"paid": (0xE3, 0xF4, 0xE8), "shipped": (0xE3, 0xEC, 0xFA), "pending": (0xFD, 0xF1, 0xD6)}
+
+
 def test_screenshots_look_like_a_product(live, page: Page, tmp_path):
+    """What a reader sees, checked on the pixels: styled (the stylesheet got past the CSP),
+    statuses colour-coded, a white table on the page's grey, and a phone layout of cards."""
     seed(engine_of(live), 200)
     page.set_viewport_size({"width": 1200, "height": 900})
     page.goto(live.url + "/orders")
     page.mouse.wheel(0, 1500)
     expect(page.locator(ROWS)).not_to_have_count(20)
-    page.screenshot(path=tmp_path / "orders.png")
+    desktop = page.screenshot(path=tmp_path / "orders.png")
+    # The list fills the middle in white; the grey page shows at the sides (72rem wide main).
+    assert 0.05 < colour_share(desktop, BACKGROUND) < 0.5
+    assert colour_share(desktop, (0xFF, 0xFF, 0xFF)) > 0.4
+    for status, colour in BADGES.items():
+        assert colour_share(desktop, colour) > 0.001, f"no {status} badge colour on screen"
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(live.url + "/orders")
-    page.screenshot(path=tmp_path / "orders-mobile.png")
-    # Nothing sticks out sideways on a phone.
+    phone = page.screenshot(path=tmp_path / "orders-mobile.png")
+    # Nothing sticks out sideways on a phone, and every order is a card of two short lines.
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    expect(page.locator("thead")).to_be_hidden()
+    heights = page.locator(ROWS).evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert all(40 < h < 90 for h in heights), heights
+    # The names line up from card to card.
+    lefts = page.locator(f"{ROWS} td.customer").evaluate_all(
+        "cells => cells.map(c => c.getBoundingClientRect().left)"
+    )
+    assert max(lefts) - min(lefts) < 1, lefts
+    assert colour_share(phone, BADGES["paid"]) > 0.001

@@ -417,3 +417,25 @@ def test_go_to_a_date_lands_on_the_first_row_at_or_before_it_and_scrolls_both_wa
     expect(page.locator(ROWS)).not_to_have_count(len(rows))
     assert_in_order(page)
     context.close()
+
+
+def test_a_refused_load_shows_the_servers_retry_row(live, page: Page):
+    given(live, 100)
+    # The next page's request reaches the server with a cursor it refuses (400): the row that
+    # replaces the sentinel is the server's own templates/_error_row.html, its message included.
+    page.route(
+        re.compile(r".*/orders\?.*after=.*"),
+        lambda route: route.continue_(url=re.sub(r"after=[^&]+", "after=tampered.cursor", route.request.url)),
+    )
+    page.goto(live.url + "/orders")
+    page.mouse.wheel(0, 3000)
+    retry_row = page.locator("#more.error-row")
+    expect(retry_row).to_contain_text("Couldn't load more orders: cursor")
+    expect(retry_row.get_by_role("button", name="Retry")).to_be_visible()
+    expect(page.locator("#orders")).to_have_attribute("aria-busy", "false")
+    page.unroute(re.compile(r".*/orders\?.*after=.*"))
+    # Retry asks for the rows the page asked for (its own, untampered URL): now they come.
+    retry_row.get_by_role("button", name="Retry").click()
+    expect(page.locator("#more.error-row")).to_have_count(0)
+    expect(page.locator(ROWS)).not_to_have_count(20)
+    assert_in_order(page)
