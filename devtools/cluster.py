@@ -229,6 +229,8 @@ defaults
 
 frontend orders
     bind 127.0.0.1:{port}
+    # The client's address, for an app that trusts this one hop (werkzeug's ProxyFix).
+    option forwardfor
     default_backend app_servers
 
 backend app_servers

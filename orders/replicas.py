@@ -8,10 +8,11 @@ position to compare), nothing here is switched on and the app reads and writes t
 The rule that keeps keyset pagination's promise across lagging replicas:
 
 - Every page is read in one REPEATABLE READ transaction whose first statement reads the node's
-  WAL position (`pg_last_wal_replay_lsn()` on a standby, `pg_current_wal_lsn()` on the primary).
-  That statement fixes the transaction's snapshot *before* the function is evaluated, so the
-  position is at least as far as anything the page's rows can show. It is stamped into every
-  cursor of the page (`meta={"lsn": ...}`).
+  WAL position (`pg_current_wal_lsn()` on the primary; on a standby the position it has received,
+  which is at least `pg_last_wal_replay_lsn()`: see PAGE_LSN_SQL). That statement fixes the
+  transaction's snapshot *before* the function is evaluated, so the position is at least as far
+  as anything the page's rows can show. It is stamped into every cursor of the page
+  (`meta={"lsn": ...}`).
 - A page after a cursor is read only on a node known to have replayed at least the cursor's
   position *before* its snapshot is taken (our cached lower bound, else a fresh probe), so the
   next page's snapshot contains everything the previous page's could see. A replica that lags is
@@ -68,6 +69,18 @@ PRIMARY_DOWN_WAIT_SECONDS = 2.0
 
 PRIMARY_LSN_SQL = "SELECT pg_current_wal_lsn()::text"
 REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text"
+# What a page on a standby is stamped with: the replayed position, and the received one above it.
+# A standby's startup process makes a replayed commit visible an instant before it advances the
+# replayed position, so a snapshot can hold a commit just past pg_last_wal_replay_lsn(); it cannot
+# hold one the standby has not received. (NULL receive position: streaming stopped; GREATEST skips
+# NULLs.) On the primary both are pg_current_wal_lsn().
+PAGE_LSN_SQL = {
+    True: "SELECT pg_current_wal_lsn()::text, pg_current_wal_lsn()::text",
+    False: (
+        "SELECT pg_last_wal_replay_lsn()::text, "
+        "GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text"
+    ),
+}
 
 
 def parse_lsn(value: str | None) -> int | None:
@@ -358,7 +371,7 @@ def _begin_read(exclude: set[str]) -> None:
             # streams for long: it keeps READ COMMITTED, and the statement only checks the node.)
             options = {} if streaming else {"isolation_level": "REPEATABLE READ"}
             conn = session.connection(execution_options=options)
-            lsn = conn.execute(text(PRIMARY_LSN_SQL if node.primary else REPLICA_LSN_SQL)).scalar()
+            replayed, lsn = conn.execute(text(PAGE_LSN_SQL[node.primary])).one()
         except DBAPIError as err:
             session.rollback()
             if fresh_retry and err.connection_invalidated and not node.primary:
@@ -372,9 +385,9 @@ def _begin_read(exclude: set[str]) -> None:
             node = router.choose(need, first_page=first_page, exclude=exclude)
             fresh_retry = True
             continue
-        parsed = parse_lsn(lsn)
-        if parsed is not None:
-            node.seen(parsed)
+        if (parsed := parse_lsn(replayed)) is not None:
+            node.seen(parsed)  # a lower bound of what the node has replayed (not the stamp)
+        if parse_lsn(lsn) is not None:
             route.lsn = lsn
             if not streaming:
                 session.info["cursor_meta"] = {"lsn": lsn}
