@@ -174,7 +174,9 @@
   function trim(movingUp) {
     var max = maxRows();
     if (!max || inflight > 0) return;
-    var margin = window.innerHeight;
+    // Beyond the 800 px the sentinels reach ahead (app.css), or the sentinel left in place of the
+    // dropped rows would load them straight back and the two ends would take turns.
+    var margin = window.innerHeight + 1200;
     keepInPlace(function () {
       var count = dataRows().length;
       while (count > max) {

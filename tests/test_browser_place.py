@@ -297,14 +297,14 @@ def contiguous(snapshots: list[list[int]], order_id: int) -> bool:
 def walk(page: Page, step: int, done: str, snapshots: list[list[int]], limit: int) -> None:
     """Wheel until `done` (a JS condition) holds; after each step the screen is checked whole."""
     read = (
-        "done => [(0, eval)(done)(), [...document.querySelectorAll('#rows > tr[data-id]')]"
+        f"() => [({done})(), [...document.querySelectorAll('#rows > tr[data-id]')]"
         ".map(r => [r.querySelector('time').getAttribute('datetime'), +r.dataset.id])]"
     )
     for _ in range(600):
         page.mouse.wheel(0, step)
         page.wait_for_timeout(40)  # pacing for the intersection observer, not a timing assertion
         # The condition and the rows in one evaluation: nothing can load in between.
-        finished, rows = page.evaluate(read, done)
+        finished, rows = page.evaluate(read)
         rows = [tuple(r) for r in rows]
         ids = [i for _, i in rows]
         assert len(ids) == len(set(ids)), "a row appears twice"
@@ -325,8 +325,8 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
 
     from .helpers import BASE, add_orders
 
-    local_only(live, "walks its own whole list with MAX_ROWS_IN_PAGE=100 while it inserts and deletes")
-    max_rows = 100
+    local_only(live, "walks its own whole list with MAX_ROWS_IN_PAGE=150 while it inserts and deletes")
+    max_rows = 150
     live.app.config.update(AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=max_rows)
     engine = engine_of(live)
     initial = seed(engine, 700)

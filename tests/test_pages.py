@@ -277,7 +277,7 @@ def test_a_failed_fragment_is_the_retry_row(client):
 def rows_of(client, url: str) -> list[tuple[str, ...]]:
     html = client.get(url).get_data(as_text=True)
     return re.findall(
-        r'data-id="(\d+)".*?<td class="customer">([^<]*)</td>\s*'
+        r'data-id="(\d+)".*?<td class="customer"[^>]*>([^<]*)</td>\s*'
         r'<td class="amount">([^<]*)</td>.*?datetime="([^"]+)"',
         html,
         re.S,
