@@ -320,6 +320,8 @@ def cluster(
             seed(dbs, seed_rows)
         environment = {
             "DATABASE_REPLICA_URLS": dbs.replica_urls,
+            # haproxy is one hop and adds X-Forwarded-For: rate limits count each client.
+            "TRUSTED_PROXIES": "1",
             "SECRET_KEY": os.environ.get("SECRET_KEY", "cluster-" + os.urandom(24).hex()),
             **(env or {}),
         }
