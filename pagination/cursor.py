@@ -87,6 +87,8 @@ def filters_fingerprint(filters: Mapping[str, Any] | None) -> str:
 
 
 def _encode_value(value: Any) -> list[str]:
+    if value is None:  # the NULL of a nullable first term
+        return ["N", ""]
     # bool before int: bool is a subclass of int.
     if isinstance(value, bool):
         return ["b", "1" if value else "0"]
@@ -116,6 +118,8 @@ def _encode_value(value: Any) -> list[str]:
 
 
 def _decode_value(tag: str, text: str) -> Any:
+    if tag == "N" and text == "":
+        return None
     if tag == "b":
         return {"1": True, "0": False}[text]
     if tag == "i":

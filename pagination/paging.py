@@ -85,8 +85,8 @@ def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
     joined = stmt._setup_joins or any(isinstance(f, Join) for f in stmt._from_obj)
     optional = _optional_tables(stmt) if joined else set()
     if optional:
-        for term in sort.columns:
-            if nullable(term.expr, optional):
+        for i, term in enumerate(sort.columns):
+            if nullable(term.expr, optional) and not (i == 0 and sort.nulls_last is not None):
                 outer = ", ".join(
                     sorted({str(c.table) for c in columns_in(term.expr) if c.table in optional})
                 )
@@ -95,7 +95,8 @@ def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
                     dialect,
                     f"sort {sort.name!r}: {term.name} comes from the optional side of an outer join "
                     f"({outer}) and is NULL where nothing matched; NULLs do not compare: sort by "
-                    "columns of the other side, use an inner join, or sort by coalesce(column, a value)",
+                    "columns of the other side, use an inner join, sort by coalesce(column, a value), "
+                    "or make it the first term with .nulls_first()/.nulls_last()",
                 )
 
 
@@ -187,7 +188,7 @@ class _Rows:
         n = self._shape.n_items
         if n == 1:  # one entity or column: the item is that value
             return [row[0] for row in self.rows]
-        if len(self.rows[0]) == n:
+        if all(len(row) == n for row in self.rows):
             return list(self.rows)
         # Several columns: Rows as the unpaged statement gives them, without what paging
         # appended (key columns, the cursor-row flag). Result.columns() keeps names and
@@ -203,28 +204,87 @@ class _Rows:
         )
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One index range of a read. A sort whose first term is nullable reads its values and its
+    NULLs as two parts, each in the order of the other terms: NULLS FIRST/LAST is not an index
+    range on every engine (MariaDB has no such syntax), two plain ranges are."""
+
+    lead: str | None  # None, or the part of the first term: "values" or "nulls"
+    seek_from: int | None  # the first term the seek compares; None: from the part's start
+    depth: int  # the terms the seek compares end here
+    inclusive: bool
+    lead_is_null: bool = False
+
+
+def _parts(sort: Keyset, keyset: Sequence[Any] | None, *, backward: bool, inclusive: bool) -> list[_Part]:
+    """The parts to read, in order, for the rows past `keyset`."""
+    if sort.nulls_last is None:
+        return [_Part(None, None if keyset is None else 0, len(keyset or ()), inclusive)]
+    order = ["values", "nulls"] if sort.nulls_last != backward else ["nulls", "values"]
+    if keyset is None:
+        return [_Part(lead, None, 0, False) for lead in order]
+    here = "nulls" if keyset[0] is None else "values"
+    parts = []
+    if here == "values":
+        parts.append(_Part("values", 0, len(keyset), inclusive))
+    elif len(keyset) > 1:  # among the NULLs: the other terms decide
+        parts.append(_Part("nulls", 1, len(keyset), inclusive, lead_is_null=True))
+    elif inclusive:  # start_at([None]): all the NULLs
+        parts.append(_Part("nulls", None, 0, False))
+    return parts + [_Part(lead, None, 0, False) for lead in order[order.index(here) + 1 :]]
+
+
+def _drop_lead(part: _Part, dialect: str) -> bool:
+    """Among the NULLs, ORDER BY the first term (a constant there) made MariaDB sort instead of
+    reading the index range; without it, PostgreSQL reads the primary key and filters. Measured
+    by tests/test_library_plans.py."""
+    return part.lead == "nulls" and dialect in ("mysql", "mariadb")
+
+
+def _restrict(stmt: Select[Any], sort: Keyset, part: _Part, *, backward: bool, dialect: str) -> Select[Any]:
+    conditions = []
+    lead = sort.columns[0].expr
+    if part.lead == "nulls":
+        conditions.append(lead.is_(None))
+    elif part.lead == "values" and part.seek_from is None:
+        conditions.append(lead.is_not(None))  # a seek from a value leaves NULLs out by itself
+    if part.seek_from is not None:
+        conditions.append(
+            sort.seek(
+                backward=backward,
+                inclusive=part.inclusive,
+                dialect=dialect,
+                depth=part.depth,
+                first=part.seek_from,
+            )
+        )
+    if not conditions:
+        return stmt
+    # A key made of an aggregate exists only per group: compared after grouping.
+    return stmt.having(*conditions) if sort.aggregated else stmt.where(*conditions)
+
+
 def _page_statement(
     shape: _Shape,
     sort: Keyset,
+    part: _Part,
     keyset: Sequence[Any] | None,
     *,
     limit: int,
     backward: bool,
-    inclusive: bool,
     dialect: str,
     flag_keys_row: bool,
 ) -> tuple[Select[Any], dict[str, Any]]:
-    """The page statement with the key values left as parameters, and those parameters."""
-    keyed = shape.statement
+    """The statement reading one part, key values left as parameters, and those parameters."""
+    keyed = _restrict(shape.statement, sort, part, backward=backward, dialect=dialect)
     params: dict[str, Any] = {}
     if keyset is not None:
-        seek = sort.seek(backward=backward, inclusive=inclusive, dialect=dialect, depth=len(keyset))
-        # A key made of an aggregate exists only per group: compared after grouping.
-        keyed = keyed.having(seek) if sort.aggregated else keyed.where(seek)
         if flag_keys_row:
-            keyed = keyed.add_columns(sort.at_keys().label("_keyset_at"))
+            keyed = keyed.add_columns(sort.at_keys(lead_is_null=part.lead_is_null).label("_keyset_at"))
         params = sort.bind(keyset)
-    return keyed.order_by(None).order_by(*sort.order_by(backward=backward)).limit(limit), params
+    order = sort.part_order_by(backward=backward, nulls=_drop_lead(part, dialect))
+    return keyed.order_by(None).order_by(*order).limit(limit), params
 
 
 def keyset_select(
@@ -246,13 +306,14 @@ def keyset_select(
     at execution instead): compile it or EXPLAIN it to see what a page costs;
     tests/test_plans.py checks that it is the SQL paginate() sends and reads its plan.
     """
+    part = _parts(sort, keyset, backward=backward, inclusive=inclusive)[0]
     keyed, params = _page_statement(
         _shape(stmt, sort, None),
         sort,
+        part,
         keyset,
         limit=limit,
         backward=backward,
-        inclusive=inclusive,
         dialect=dialect,
         flag_keys_row=flag_keys_row,
     )
@@ -287,19 +348,29 @@ def _fetch(
     the first row: every other row lies strictly past `keyset`, and the keyset is unique.
     """
     flagged = start_at_keys and keyset is not None
-    keyed, params = _page_statement(
-        shape,
-        sort,
-        keyset,
-        limit=limit + (1 if flagged else 0),
-        backward=backward,
-        inclusive=inclusive or flagged,
-        dialect=dialect,
-        flag_keys_row=flagged,
-    )
-    rows, metadata = _execute(executor, keyed, params)
-    found = bool(flagged and rows and rows[0][-1])
-    return _Rows(rows[1:] if found else rows, shape, sort, metadata), found
+    kept: list[Any] = []
+    metadata, found = None, False
+    for k, part in enumerate(_parts(sort, keyset, backward=backward, inclusive=inclusive or flagged)):
+        if len(kept) >= limit:
+            break
+        # The cursor's own row can only be in the first part, where the read starts at it.
+        flag_here = flagged and k == 0
+        keyed, params = _page_statement(
+            shape,
+            sort,
+            part,
+            keyset,
+            limit=limit - len(kept) + (1 if flag_here else 0),
+            backward=backward,
+            dialect=dialect,
+            flag_keys_row=flag_here,
+        )
+        rows, part_metadata = _execute(executor, keyed, params)
+        metadata = metadata or part_metadata
+        if flag_here and rows and rows[0][-1]:
+            found, rows = True, rows[1:]
+        kept += rows
+    return _Rows(kept, shape, sort, metadata), found
 
 
 def _exists(
@@ -312,13 +383,16 @@ def _exists(
     backward: bool,
     inclusive: bool,
 ) -> bool:
-    """One index probe: is there any row past `keyset` in that direction?"""
-    seek = sort.seek(backward=backward, inclusive=inclusive, dialect=dialect, depth=len(keyset))
+    """One index probe (per part): is there any row past `keyset` in that direction?"""
     # Every key term in the select list: a SELECT DISTINCT may only ORDER BY what it selects.
-    probe = stmt.with_only_columns(*(t.expr for t in sort.columns), maintain_column_froms=True)
-    probe = probe.having(seek) if sort.aggregated else probe.where(seek)
-    probe = probe.order_by(None).order_by(*sort.order_by(backward=backward)).limit(1)
-    return executor.execute(probe, sort.bind(keyset)).first() is not None
+    columns = stmt.with_only_columns(*(t.expr for t in sort.columns), maintain_column_froms=True)
+    for part in _parts(sort, keyset, backward=backward, inclusive=inclusive):
+        probe = _restrict(columns, sort, part, backward=backward, dialect=dialect)
+        order = sort.part_order_by(backward=backward, nulls=_drop_lead(part, dialect))
+        probe = probe.order_by(None).order_by(*order).limit(1)
+        if executor.execute(probe, sort.bind(keyset)).first() is not None:
+            return True
+    return False
 
 
 def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> Any:
@@ -489,6 +563,8 @@ def start_at(
         )
     keyset = []
     for i, value in enumerate(values):
+        if value is None and (i > 0 or sort.nulls_last is None):
+            raise InvalidPosition(f"None cannot be a value of {sort.describe(i)}: it is not nullable")
         why = misfit(sort.columns[i].type, value)
         if why is not None:
             raise InvalidPosition(f"{value!r} cannot be a value of {sort.describe(i)}: {why}")

@@ -36,37 +36,42 @@ _AGGREGATES = {
 
 @dataclass(frozen=True)
 class Term:
-    """One column (or expression) of a sort and its direction."""
+    """One column (or expression) of a sort, its direction and where its NULLs go."""
 
     expr: ColumnElement[Any]
     descending: bool
     name: str  # for messages
+    nulls: str | None = None  # "first" or "last" when given explicitly
 
     @property
     def type(self) -> Any:
         return self.expr.type
 
 
+_MODIFIERS = {
+    operators.asc_op: ("descending", False),
+    operators.desc_op: ("descending", True),
+    operators.nulls_first_op: ("nulls", "first"),
+    operators.nulls_last_op: ("nulls", "last"),
+}
+
+
 def _term(term: Any, sort: str) -> Term:
-    descending = False
-    if isinstance(term, UnaryExpression) and term.modifier in (operators.desc_op, operators.asc_op):
-        descending = term.modifier is operators.desc_op
+    found: dict[str, Any] = {"descending": False, "nulls": None}
+    # .desc().nulls_last() and .nulls_last().desc() nest the other way round: peel both.
+    while True:
+        if hasattr(term, "__clause_element__"):
+            term = term.__clause_element__()
+        if not (isinstance(term, UnaryExpression) and term.modifier in _MODIFIERS):
+            break
+        field_, value = _MODIFIERS[term.modifier]
+        found[field_] = value
         term = term.element
-    if hasattr(term, "__clause_element__"):
-        term = term.__clause_element__()
-    if isinstance(term, UnaryExpression) and term.modifier in (
-        operators.nulls_first_op,
-        operators.nulls_last_op,
-    ):
-        raise KeysetError(
-            f"sort {sort!r}: {term} cannot be paged: NULLs do not compare, so key columns must be "
-            "NOT NULL; make the column NOT NULL, or sort by coalesce(column, a value) instead"
-        )
     if isinstance(term, Label):  # sort by what the label names; the label is only a name
         term = term.element
     if not isinstance(term, ColumnElement):
         raise KeysetError(f"sort {sort!r}: {term!r} is not a column or SQL expression")
-    return Term(term, descending, str(getattr(term, "key", None) or term))
+    return Term(term, found["descending"], str(getattr(term, "key", None) or term), found["nulls"])
 
 
 def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
@@ -122,12 +127,27 @@ class Keyset:
             raise KeysetError(f"sort {name!r} needs at least one column")
         self.name = name
         self.columns = tuple(_term(term, name) for term in order_by)
-        for term in self.columns:
-            if nullable(term.expr):
+        # NULLs do not compare, so a nullable term needs its NULLs placed explicitly, and is
+        # paged as two parts (its values, then its NULLs, or the other way round): possible for
+        # the first term only, where each part is one index range.
+        for i, term in enumerate(self.columns):
+            if nullable(term.expr) and (term.nulls is None or i > 0):
                 raise KeysetError(
-                    f"sort {name!r}: {term.name} is nullable; NULLs do not compare, so key columns must "
-                    "be NOT NULL (make it NOT NULL, or sort by coalesce(column, a value))"
+                    f"sort {name!r}: {term.name} is nullable and NULLs do not compare: "
+                    + (
+                        "give it an explicit .nulls_first() or .nulls_last() (the first term only), "
+                        if i == 0
+                        else "only the first term may be nullable (with .nulls_first()/.nulls_last()); "
+                    )
+                    + "make it NOT NULL, or sort by coalesce(column, a value)"
                 )
+        lead = self.columns[0]
+        # Reading forward, do the first term's NULLs come after its values? None: it has none.
+        # An explicit NULLS order is honoured on a NOT NULL column too: it may be the optional
+        # side of an outer join in some statement.
+        self.nulls_last: bool | None = None
+        if lead.nulls is not None:
+            self.nulls_last = lead.nulls == "last"
         in_sort = {t.expr for t in self.columns if isinstance(t.expr, TableColumn)}
         tables = {c.table for c in in_sort}
         if not any(key <= in_sort for table in tables for key in _unique_keys(table)):
@@ -174,10 +194,27 @@ class Keyset:
         return {p.key: v for p, v in zip(self._key_params, keyset, strict=False)}
 
     def order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
-        """ORDER BY clauses, reversed when reading backward (a `before` page)."""
+        """ORDER BY clauses of the whole order, reversed when reading backward (a `before` page).
+        NULLs are placed by ``(term IS NULL)`` first, the same on every engine (MariaDB has no
+        NULLS FIRST/LAST)."""
+        return self._cached(("order_by", backward), lambda: self._order_by(backward))
+
+    def _order_by(self, backward: bool) -> tuple[ColumnElement[Any], ...]:
+        plain = self.part_order_by(backward=backward)
+        if self.nulls_last is None:
+            return plain
+        is_null = self.columns[0].expr.is_(None)
+        return (is_null.asc() if self.nulls_last != backward else is_null.desc(), *plain)
+
+    def part_order_by(self, *, backward: bool = False, nulls: bool = False) -> tuple[ColumnElement[Any], ...]:
+        """ORDER BY within one part (values or NULLs of the first term): one index range. With
+        `nulls`, the first term (all NULL in that part) is left out (see paging._drop_lead)."""
         return self._cached(
-            ("order_by", backward),
-            lambda: tuple(t.expr.desc() if t.descending != backward else t.expr.asc() for t in self.columns),
+            ("part_order_by", backward, nulls),
+            lambda: tuple(
+                t.expr.desc() if t.descending != backward else t.expr.asc()
+                for t in self.columns[1 if nulls else 0 :]
+            ),
         )
 
     def key_labels(self) -> tuple[ColumnElement[Any], ...]:
@@ -187,21 +224,32 @@ class Keyset:
             ("labels",), lambda: tuple(t.expr.label(f"_keyset_{i}") for i, t in enumerate(self.columns))
         )
 
-    def at_keys(self) -> ColumnElement[bool]:
+    def at_keys(self, *, lead_is_null: bool = False) -> ColumnElement[bool]:
         """True for the row at the bound keyset, by the database's own equality (a case-insensitive
         collation or PAD SPACE agrees with the seek predicate, not with Python's ==)."""
-        return self._cached(
-            ("at_keys",),
-            lambda: and_(*(t.expr == p for t, p in zip(self.columns, self._key_params, strict=True))),
-        )
+
+        def build() -> ColumnElement[bool]:
+            equal = [t.expr == p for t, p in zip(self.columns, self._key_params, strict=True)]
+            if lead_is_null:
+                equal[0] = self.columns[0].expr.is_(None)
+            return and_(*equal)
+
+        return self._cached(("at_keys", lead_is_null), build)
 
     def seek(
-        self, *, backward: bool = False, inclusive: bool = False, dialect: str = "", depth: int = 0
+        self,
+        *,
+        backward: bool = False,
+        inclusive: bool = False,
+        dialect: str = "",
+        depth: int = 0,
+        first: int = 0,
     ) -> ColumnElement[bool]:
         """Rows after the bound keyset (`bind(keyset)`) in this order (before, when `backward`);
         with `inclusive`, the row at the keyset too. With `depth`, only the first `depth` terms
         are compared (a prefix position, see start_at()): every row whose prefix lies past the
-        bound one, and with `inclusive` every row that shares it.
+        bound one, and with `inclusive` every row that shares it. With `first`, the terms before
+        it are left out (the NULL part of a nullable first term compares the others only).
 
         The form is chosen so that each engine reads an index range (tests/test_plans.py):
         - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
@@ -212,12 +260,14 @@ class Keyset:
         """
         depth = depth or len(self.columns)
         return self._cached(
-            ("seek", backward, inclusive, dialect, depth),
-            lambda: self._seek(backward, inclusive, dialect, depth),
+            ("seek", backward, inclusive, dialect, depth, first),
+            lambda: self._seek(backward, inclusive, dialect, depth, first),
         )
 
-    def _seek(self, backward: bool, inclusive: bool, dialect: str, depth: int) -> ColumnElement[bool]:
-        terms, values = self.columns[:depth], self._key_params[:depth]
+    def _seek(
+        self, backward: bool, inclusive: bool, dialect: str, depth: int, first: int
+    ) -> ColumnElement[bool]:
+        terms, values = self.columns[first:depth], self._key_params[first:depth]
 
         def later(expr: Any, descending: bool, value: Any, or_equal: bool) -> ColumnElement[bool]:
             if descending != backward:
@@ -260,7 +310,9 @@ class Keyset:
         if not (n == len(self.columns) or (position.inclusive and 1 <= n < len(self.columns))):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
         keyset = tuple(from_cursor(t.type, v) for t, v in zip(self.columns, position.keys, strict=False))
-        if any(misfit(t.type, v) is not None for t, v in zip(self.columns, keyset, strict=False)):
+        if any(misfit(t.type, v) is not None for t, v in zip(self.columns, keyset, strict=False)) or (
+            None in keyset[1:] or (keyset[0] is None and self.nulls_last is None)
+        ):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
         return keyset
 

@@ -62,6 +62,8 @@ def misfit(type_: Any, value: Any) -> str | None:
     or overflow in the server)."""
     impl = _impl(type_)
     expected = _python_type(type_)
+    if value is None:
+        return None  # whether the term may be NULL is the sort's to say (Keyset.accept)
     if expected is None or not isinstance(value, _PLAIN):
         return None  # a type taught to the codec (CursorCodec(types=...)) is trusted
     if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):

@@ -80,6 +80,7 @@ class Author(Base):
     colour: Mapped[Colour] = mapped_column(Enum(Colour, name="lib_colour"))
     mood: Mapped[str] = mapped_column(Enum("calm", "glad", "sad", name="lib_mood"))
     weight: Mapped[float | None] = mapped_column(Float, nullable=True)
+    nick: Mapped[str | None] = mapped_column(String(20), nullable=True)
     books: Mapped[list[Book]] = relationship(back_populates="author", order_by="Book.id")
 
     def __repr__(self) -> str:
@@ -126,6 +127,7 @@ author_row = st.fixed_dictionaries(
         "size": st.sampled_from(list(Size)),
         "colour": st.sampled_from(list(Colour)),
         "mood": st.sampled_from(["calm", "glad", "sad"]),
+        "nick": st.sampled_from([None, None, "x", "y"]),
     }
 )
 data_sets = st.tuples(
@@ -203,6 +205,21 @@ CASES = [
     ),
     Case(
         "distinct", lambda: select(Author.name, Author.id).distinct(), Keyset("name", Author.name, Author.id)
+    ),
+    Case(
+        "nullable, nulls last",
+        lambda: select(Author),
+        Keyset("nick", Author.nick.desc().nulls_last(), Author.id.desc()),
+    ),
+    Case(
+        "nullable, nulls first",
+        lambda: select(Author.nick, Author.id),
+        Keyset("nick", Author.nick.nulls_first(), Author.id),
+    ),
+    Case(
+        "outer join, nulls last",
+        lambda: select(Author.id, Book.title).outerjoin(Author.books),
+        Keyset("first book", Book.id.asc().nulls_last(), Author.id),
     ),
     Case(
         "aggregate",
@@ -395,8 +412,8 @@ def test_engine_specific_refusals_say_why(lib):
 def test_nullable_keys_are_refused_when_defined_saying_how_to_fix():
     with pytest.raises(KeysetError, match="coalesce"):
         Keyset("weight", Author.weight, Author.id)
-    with pytest.raises(KeysetError, match="NULLs do not compare"):
-        Keyset("weight", Author.weight.asc().nulls_last(), Author.id)
+    with pytest.raises(KeysetError, match="only the first term may be nullable"):
+        Keyset("weight", Author.id, Author.weight.asc().nulls_last())
     with pytest.raises(KeysetError, match="unique key"):
         Keyset("pairs", Pair.a)  # half of a composite key
 

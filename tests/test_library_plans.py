@@ -1,0 +1,168 @@
+"""Read the plans of a nullable sort at depth: `shipped_at DESC NULLS LAST, id DESC` over 60,000
+rows, a third of them NULL. Every statement a page runs (in the values, in the NULLs, and across
+the boundary between them) reads one index range of about `limit + 2` entries on each engine."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, event, insert, select, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from orders.db import make_engine
+from pagination import AFTER, BEFORE, CursorCodec, Keyset, Position, filters_fingerprint, paginate
+
+from .databases import ENGINES, throwaway_database
+
+pytestmark = pytest.mark.slow
+ROWS = 60_000
+LIMIT = 20
+UTC = dt.UTC
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData()
+
+
+class Shipment(Base):
+    __tablename__ = "lib_shipments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    shipped_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    __table_args__ = (Index("ix_lib_shipments_shipped_at_id", "shipped_at", "id"),)
+
+
+RECENTLY_SHIPPED = Keyset("shipped", Shipment.shipped_at.desc().nulls_last(), Shipment.id.desc())
+CODEC = CursorCodec("library-plans-secret-library-plans-secret")
+T0 = dt.datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    with throwaway_database(request.param, tmp_path_factory.mktemp("libplans"), "libplans") as url:
+        engine = make_engine(url)
+        Base.metadata.create_all(engine)
+        rows = [
+            {"id": i, "shipped_at": None if i % 3 == 0 else T0 + dt.timedelta(minutes=i // 7)}
+            for i in range(1, ROWS + 1)
+        ]
+        with engine.begin() as conn:
+            for start in range(0, ROWS, 5000):
+                conn.execute(insert(Shipment), rows[start : start + 5000])
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("ANALYZE lib_shipments"))
+            elif engine.dialect.name == "mysql":
+                conn.execute(text("ANALYZE TABLE lib_shipments"))
+        yield engine
+        engine.dispose()
+
+
+def walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from walk(value)
+
+
+def plan(engine: Engine, sql: str, params: Any) -> str:
+    kind = engine.dialect.name
+    with engine.connect() as conn:
+        if kind == "postgresql":
+            (report,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).one()
+            nodes = list(walk(report[0]["Plan"]))
+            kinds = [n.get("Node Type") for n in nodes if "Node Type" in n]
+            assert "Seq Scan" not in kinds, kinds
+            scans = [n for n in nodes if n.get("Node Type") in ("Index Scan", "Index Only Scan")]
+            assert scans and all("Index Cond" in n for n in scans), "the seek is only a filter"
+            # A Sort over a handful of rows at the end of a part is the planner's cheap choice;
+            # what must not happen is reading more of the index than the page needs.
+            assert all(n["Actual Rows"] <= LIMIT + 2 for n in scans), kinds
+            assert sum(n.get("Rows Removed by Filter", 0) for n in nodes) <= 10
+            assert report[0]["Plan"]["Actual Rows"] <= LIMIT + 2
+            return " / ".join(f"{n['Node Type']}: {n['Index Cond']}" for n in scans)
+        if kind == "mysql":
+            (report,) = conn.exec_driver_sql("ANALYZE FORMAT=JSON " + sql, params).one()
+            tables = [n["table"] for n in walk(json.loads(report)) if "table" in n]
+            for table in tables:
+                assert table["access_type"] in ("range", "ref", "ref_or_null"), table
+                assert table["r_rows"] <= LIMIT + 2, f"read {table['r_rows']} rows for a page of {LIMIT}"
+                assert "filesort" not in json.dumps(table), table
+            return " / ".join(f"{t['access_type']} on {t['key']}, r_rows={t['r_rows']}" for t in tables)
+        details = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+        assert any(d.startswith("SEARCH") and "INDEX" in d for d in details), details
+        assert not any(d.startswith("SCAN") or "TEMP B-TREE" in d for d in details), details
+        return " / ".join(details)
+
+
+def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    return seen
+
+
+def keyset_at(engine: Engine, offset: int) -> tuple[Any, ...]:
+    with Session(engine) as session:
+        stmt = (
+            select(Shipment.shipped_at, Shipment.id)
+            .order_by(*RECENTLY_SHIPPED.order_by())
+            .offset(offset)
+            .limit(1)
+        )
+        shipped_at, id_ = session.execute(stmt).one()
+    if shipped_at is not None and shipped_at.tzinfo is None:
+        shipped_at = shipped_at.replace(tzinfo=UTC)
+    return (shipped_at, id_)
+
+
+VALUES = ROWS * 2 // 3  # rows with a shipped_at come first
+CASES = [
+    ("values, 90% deep", int(VALUES * 0.9), AFTER, 1),
+    ("values, backward", int(VALUES * 0.9), BEFORE, 1),
+    ("NULLs, 90% deep", VALUES + int((ROWS - VALUES) * 0.9), AFTER, 1),
+    ("NULLs, backward", VALUES + int((ROWS - VALUES) * 0.9), BEFORE, 1),
+    # The last rows with a value: the page runs on into the NULLs, a second range.
+    ("across the boundary", VALUES - 5, AFTER, 2),
+    ("back across the boundary", VALUES + 5, BEFORE, 2),
+]
+
+
+@pytest.mark.parametrize(("where", "offset", "direction", "statements"), CASES, ids=[c[0] for c in CASES])
+def test_a_nullable_sort_reads_index_ranges_at_depth(shipments, where, offset, direction, statements, capsys):
+    keyset = keyset_at(shipments, offset)
+    cursor = CODEC.encode(Position("shipped", direction, filters_fingerprint(None), keyset))
+
+    def run() -> None:
+        with Session(shipments) as session:
+            page = paginate(
+                session, select(Shipment), RECENTLY_SHIPPED, limit=LIMIT, codec=CODEC, **{direction: cursor}
+            )
+            assert len(page.items) == LIMIT and page.has_more and page.has_previous
+            # The page is exactly the next rows of the whole order, NULLs placed last.
+            expected = session.scalars(
+                select(Shipment.id)
+                .order_by(*RECENTLY_SHIPPED.order_by())
+                .offset(offset + 1 if direction == AFTER else offset - LIMIT)
+                .limit(LIMIT)
+            ).all()
+            assert [s.id for s in page.items] == expected
+
+    sent = statements_of(shipments, run)[:statements]  # the last statement is the test's own check
+    for sql, params in sent:
+        shown = plan(shipments, sql, params)
+        with capsys.disabled():
+            print(f"\n  [{shipments.dialect.name} {where}] {shown}")
