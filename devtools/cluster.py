@@ -25,7 +25,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from .databases import create_database
-from .gunicorn import ROOT, free_port, gunicorn
+from .gunicorn import ROOT, free_port, gunicorn, stop_process
 
 DATABASE = "orders"
 HAPROXY = "/usr/sbin/haproxy"
@@ -262,13 +262,7 @@ def haproxy(backends: Sequence[str], log_path: Path) -> Iterator[str]:
         _wait_through(base, process, log_path, len(backends))
         yield base
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, timeout=10)
 
 
 def _wait_through(base: str, process: subprocess.Popen[bytes], log_path: Path, backends: int) -> None:

@@ -65,10 +65,11 @@ def gunicorn(
             time.sleep(0.05)
         yield base, master
     finally:
-        _stop(process)
+        stop_process(process)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL after `timeout`; children (gunicorn workers) are ended by their ids."""
     # Remember the workers first: if the master has to be killed, they are ended by their ids.
     workers = []
     with suppress(psutil.NoSuchProcess):
@@ -76,7 +77,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

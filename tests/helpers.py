@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
@@ -73,3 +73,18 @@ def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
         Desc(getattr(order, c.expr.key)) if c.descending else getattr(order, c.expr.key)
         for c in keyset.columns
     )
+
+
+def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
+    """Run `run()` and return every (SQL, parameters) it sent to the database."""
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    return seen

@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, event, insert, select, text
+from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, insert, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from orders.db import make_engine
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, Position, filters_fingerprint, paginate
 
 from .databases import ENGINES, throwaway_database
+from .helpers import statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 60_000
@@ -99,20 +100,6 @@ def plan(engine: Engine, sql: str, params: Any) -> str:
         assert any(d.startswith("SEARCH") and "INDEX" in d for d in details), details
         assert not any(d.startswith("SCAN") or "TEMP B-TREE" in d for d in details), details
         return " / ".join(details)
-
-
-def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
-        seen.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        run()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    return seen
 
 
 def keyset_at(engine: Engine, offset: int) -> tuple[Any, ...]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
@@ -27,6 +27,7 @@ from pagination import (
 )
 
 from .databases import ENGINES, throwaway_database
+from .helpers import statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 120_000
@@ -48,21 +49,6 @@ def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             session.commit()
         yield engine
         engine.dispose()
-
-
-def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
-    """Run `run()` and return every (SQL, parameters) it sent to the database."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
-        seen.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        run()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    return seen
 
 
 def walk(node: Any) -> Iterator[dict[str, Any]]:

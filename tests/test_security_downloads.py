@@ -36,7 +36,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from devtools.gunicorn import free_port
+from devtools.gunicorn import free_port, stop_process
 from orders.db import make_engine, migrate
 from orders.seed import seed_orders
 
@@ -104,16 +104,7 @@ def recipe_server(url: str, log: Path) -> Iterator[tuple[str, psutil.Process]]:
             time.sleep(0.1)
         yield base, master
     finally:
-        workers = master.children()
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for worker in workers:
-            with suppress(psutil.NoSuchProcess):
-                worker.kill()
+        stop_process(process)
 
 
 def _answers(base: str) -> bool:
