@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, delete
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
-from orders.models import Order
 from pagination import CursorCodec
 
 from .databases import ENGINES, throwaway_database, unavailable
-from .fixtures import SECRET  # one definition; test modules import it from .fixtures
+from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 
 
 @pytest.fixture(scope="session", params=ENGINES)
@@ -33,12 +32,6 @@ def engine(db_url: str) -> Iterator[Engine]:
     engine = make_engine(db_url)
     yield engine
     engine.dispose()
-
-
-def clear(engine: Engine) -> None:
-    with Session(engine) as session:
-        session.execute(delete(Order))
-        session.commit()
 
 
 @pytest.fixture
@@ -82,10 +75,8 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 
 @pytest.fixture
 def app(db_url: str, engine: Engine):  # type: ignore[no-untyped-def]
-    from app import create_app
-
     clear(engine)
-    app = create_app({"TESTING": True, "DATABASE_URL": db_url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20})
+    app = make_app(db_url, PAGE_SIZE=20)
     yield app
     # Every request must give its connection back (a leak would also block DROP DATABASE).
     assert app.extensions["engine"].pool.checkedout() == 0, "a request leaked a database connection"
@@ -112,11 +103,9 @@ def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 @pytest.fixture
 def live(live_db_url: str):  # type: ignore[no-untyped-def]
     """A running app on an empty database; tests may change app.config (read per request)."""
-    from app import create_app
-
     from .live import LiveServer
 
-    app = create_app({"TESTING": True, "DATABASE_URL": live_db_url, "SECRET_KEY": SECRET})
+    app = make_app(live_db_url)
     clear(app.extensions["engine"])
     with LiveServer(app) as server:
         yield server

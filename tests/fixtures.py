@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask
+from sqlalchemy import Engine, delete
+from sqlalchemy.orm import Session
 
 from app import create_app
 from orders.db import make_engine, migrate
+from orders.models import Order
 
 SECRET = "test-secret-that-is-long-enough-for-production-0123456789"
 
@@ -24,6 +27,13 @@ def migrated(url: str) -> str:
     migrate(engine)
     engine.dispose()
     return url
+
+
+def clear(engine: Engine) -> None:
+    """Delete every order (tests share one database per engine and session)."""
+    with Session(engine) as session:
+        session.execute(delete(Order))
+        session.commit()
 
 
 def make_app(url: str, **config: Any) -> Flask:

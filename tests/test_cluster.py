@@ -36,8 +36,8 @@ from orders.db import make_engine
 from orders.models import SORTS, Order
 from orders.replicas import HEADER, parse_lsn
 
-from .conftest import SECRET
 from .databases import unavailable
+from .fixtures import SECRET, make_app
 from .helpers import BASE, add_orders
 
 MAX_LAG_MS = 300
@@ -233,18 +233,13 @@ def test_rows_written_before_a_walk_all_appear_though_a_replica_is_paused(
 
 
 def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]):
-    from app import create_app
 
     # A generous REPLICA_MAX_LAG_MS: paused replicas stay eligible for first pages, so only the
     # write's position can send this client's reads elsewhere.
-    app = create_app(
-        {
-            "TESTING": True,
-            "DATABASE_URL": cl.databases.primary.url(),
-            "DATABASE_REPLICA_URLS": cl.databases.replica_urls,
-            "REPLICA_MAX_LAG_MS": 600_000,
-            "SECRET_KEY": SECRET,
-        }
+    app = make_app(
+        cl.databases.primary.url(),
+        DATABASE_REPLICA_URLS=cl.databases.replica_urls,
+        REPLICA_MAX_LAG_MS=600_000,
     )
     # First reads until the app has seen the replicas caught up (autovacuum may write to the
     # primary meanwhile); then they stop replaying.
@@ -385,15 +380,10 @@ def test_primary_stopped_reads_go_on_from_replicas_writes_are_503(cl: Cluster, o
 def test_replicas_are_ignored_without_a_postgresql_primary(tmp_path: Path):
     """SQLite (and MariaDB) have no WAL position to compare: the app reads and writes its one
     database, as without replicas (this URL would not even connect)."""
-    from app import create_app
 
-    app = create_app(
-        {
-            "TESTING": True,
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'one.db'}",
-            "DATABASE_REPLICA_URLS": "postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
-            "SECRET_KEY": SECRET,
-        }
+    app = make_app(
+        f"sqlite:///{tmp_path / 'one.db'}",
+        DATABASE_REPLICA_URLS="postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
     )
     from orders.db import migrate
 

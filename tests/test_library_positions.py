@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from orders.models import SORTS, Order
 from pagination import InvalidCursor, InvalidPosition, PaginationError, iterate, paginate, start_at
 
-from .conftest import clear
+from .fixtures import clear
 from .helpers import BASE, add_orders, get_page, statement, unpaged_ids
 
 UTC = dt.UTC

@@ -26,13 +26,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.models import STATUSES
 from orders.openapi import SPEC
 
 from .databases import throwaway_database
-from .fixtures import AUTH, SECRET, make_app, with_token
+from .fixtures import AUTH, make_app, with_token
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
@@ -121,15 +120,7 @@ def test_oversized_and_non_json_bodies_are_documented(api_schema, live_api: Live
 def test_unavailable_database_answers_are_documented(api_schema) -> None:  # type: ignore[no-untyped-def]
     """Every operation answers 503 with Retry-After and the documented error body when the
     database does not answer (here: nothing listens on the port)."""
-    app = with_token(
-        create_app(
-            {
-                "TESTING": True,
-                "DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:9/none",
-                "SECRET_KEY": SECRET,
-            }
-        )
-    )
+    app = with_token(make_app("postgresql+psycopg://postgres@127.0.0.1:9/none"))
     with LiveServer(app) as down:
         cases = [
             api_schema["/api/orders"]["GET"].Case(query={"limit": 5}),

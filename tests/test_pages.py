@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app import create_app
 from orders.models import Order
 
-from .conftest import SECRET
+from .fixtures import make_app
 from .test_api import seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
@@ -149,13 +149,7 @@ def test_csv_export_streams_every_row(client, engine):
 
 def test_database_down_is_503_with_retry_after(tmp_path):
     # A real connection attempt to a port where nothing listens: the database "went away".
-    app = create_app(
-        {
-            "TESTING": True,
-            "SECRET_KEY": SECRET,
-            "DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/none",
-        }
-    )
+    app = make_app("postgresql+psycopg://postgres@127.0.0.1:1/none")
     client = app.test_client()
     for url in ("/healthz", "/api/orders"):
         response = client.get(url)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from orders.models import SORTS, STATUSES, Order
 from pagination import Keyset, iterate
 
-from .conftest import clear
+from .fixtures import clear
 from .helpers import BASE, add_orders, get_page, py_key, statement, unpaged_ids
 
 # Mixed directions over three columns: exercises the expanded seek form on every engine.

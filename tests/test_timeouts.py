@@ -31,12 +31,11 @@ import requests
 from flask import Flask
 from sqlalchemy import create_engine, text
 
-from app import create_app
 from orders.db import make_engine, migrate
 from orders.models import STATUSES
 
 from .databases import throwaway_database
-from .fixtures import SECRET
+from .fixtures import make_app
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
@@ -58,10 +57,8 @@ def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
         yield request.param, url
 
 
-def make_app(url: str, timeout_ms: int = TIMEOUT_MS) -> Flask:
-    return create_app(
-        {"TESTING": True, "DATABASE_URL": url, "SECRET_KEY": SECRET, "STATEMENT_TIMEOUT_MS": timeout_ms}
-    )
+def timed_app(url: str, timeout_ms: int = TIMEOUT_MS) -> Flask:
+    return make_app(url, STATEMENT_TIMEOUT_MS=timeout_ms)
 
 
 @contextmanager
@@ -144,7 +141,7 @@ def test_slow_list_query_is_a_quick_503_and_the_app_recovers(
     db: tuple[str, str], slowness: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     kind, url = db
-    app = make_app(url)
+    app = timed_app(url)
     client = app.test_client()
     assert client.get("/api/orders").status_code == 200  # warm: a pooled connection exists
     caplog.set_level(logging.WARNING, logger="orders.errors")
@@ -178,7 +175,7 @@ def test_slow_list_query_is_a_quick_503_and_the_app_recovers(
 def test_without_a_short_timeout_the_request_waits_for_the_lock(db: tuple[str, str]) -> None:
     """The control: with a 10 s timeout the same blocked request waits, then succeeds."""
     kind, url = db
-    app = make_app(url, timeout_ms=10_000)
+    app = timed_app(url, timeout_ms=10_000)
     client = app.test_client()
     client.get("/api/orders")
     with table_locked(kind, url):
@@ -201,7 +198,7 @@ def test_a_burst_of_blocked_requests_does_not_pile_up(db: tuple[str, str]) -> No
     """Twelve clients at once on a live, threaded server while the table is locked: each gets
     its 503 quickly, so no request thread is held by the lock."""
     kind, url = db
-    app = make_app(url)
+    app = timed_app(url)
     with LiveServer(app) as server, table_locked(kind, url):
         answers: list[tuple[int, float]] = []
 
@@ -249,7 +246,7 @@ ERROR_CASES = {
 
 def test_database_errors_map_to_503_only_when_retrying_can_help(db: tuple[str, str]) -> None:
     kind, url = db
-    app = make_app(url)
+    app = timed_app(url)
 
     @app.get("/api/test-only/sql/<int:n>")
     def run_sql(n: int):  # type: ignore[no-untyped-def]
