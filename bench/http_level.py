@@ -2,13 +2,15 @@
 
 One gunicorn (2 sync workers, like a small production box) serves the 300k-row PostgreSQL
 database. In the same run, each endpoint gets a warm-up and then a fixed-duration load, in
-several short passes over all four endpoints:
+several short passes over all the endpoints:
 
 - the rows fragment at depth 0 (``GET /orders`` with ``HX-Request: true``, no cursor);
 - the rows fragment deep in the list (``GET /orders?after=<cursor>&page=2``), cursor built with
   the app's codec exactly as the "next" link of the previous page would carry it;
 - ``/healthz`` (Flask + one ``SELECT 1``: the floor of a request that touches the database);
-- ``/static/app.css`` (Flask's static file view, no database: the framework's floor).
+- ``/static/app.css`` (Flask's static file view, no database);
+- ``/bench/trivial`` (a route that returns "ok", added by ``bench.floor_app``: the same app, hooks and
+  gunicorn doing no work; the honest floor of any route of this app).
 
 wrk (Debian package) reports p50/p95/p99 through a small Lua ``done()`` hook; without wrk a
 threaded Python client stands in (and says so in the results, since it competes for the CPU).
@@ -38,6 +40,7 @@ from orders.db import make_engine
 from pagination import CursorCodec
 
 from .common import SECRET, Target, cursor_for, keys_before, log
+from .floor_app import TRIVIAL_PATH
 
 HX = {"HX-Request": "true"}
 WRK_SCRIPT = """
@@ -132,7 +135,7 @@ def _python_load(url: str, seconds: float, headers: dict[str, str], connections:
 
 
 def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The four URLs under load, and what the deep fragment must show first (for a sanity check)."""
+    """The URLs under load, and what the deep fragment must show first (for a sanity check)."""
     depth = target.depths[-1]
     engine = make_engine(target.url)
     try:
@@ -153,6 +156,7 @@ def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]],
         },
         {"name": "/healthz", "path": "/healthz", "headers": {}, "depth": None},
         {"name": "/static/app.css", "path": "/static/app.css", "headers": {}, "depth": None},
+        {"name": "trivial Flask route", "path": TRIVIAL_PATH, "headers": {}, "depth": None},
     ]
     return points, {"depth": depth, "expected_first_id": expected_first_id}
 
@@ -168,7 +172,7 @@ def measure(
     tmp_dir: Path,
     quiet_wait_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Load each endpoint for `seconds` in all, split into `passes` rounds over the four endpoints.
+    """Load each endpoint for `seconds` in all, split into `passes` rounds over all endpoints.
 
     Short interleaved passes rather than one long run per endpoint: a burst of other work on the
     machine then spoils a pass of each endpoint, not the whole measurement of one of them.
@@ -192,6 +196,7 @@ def measure(
         # The rate limiter stays on (its cost is part of every request measured) with a budget
         # no benchmark reaches: wrk sends thousands of requests a second from one address.
         env={"SECRET_KEY": SECRET, "PAGE_SIZE": "20", "RATELIMIT_READS": "100000000 per minute"},
+        app="bench.floor_app:create()",
     )
     with server as (base, _master):
         # Sanity: the deep fragment answers 200 and starts at the row after the cursor's row.

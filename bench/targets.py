@@ -157,6 +157,14 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"{share:.0%} of {floor['name']} ({point['rps']:,.0f} vs {floor['rps']:,.0f} req/s); "
                 f"{point['rps'] / other['rps']:.0%} of {other['name']}",
             )
+        trivial = next((p for p in points if p["name"] == "trivial Flask route"), None)
+        if trivial:
+            share = deep["rps"] / trivial["rps"]
+            add(
+                f"HTTP: {deep['name']} ≥ 22% of the trivial Flask route's req/s (same app, same gunicorn)",
+                share >= 0.22,
+                f"{share:.1%} ({deep['rps']:,.0f} vs {trivial['rps']:,.0f} req/s)",
+            )
 
     exports = {(e["engine"]): e for e in results["export"]}
     for kind in ("sqlite", "postgresql", "mysql"):

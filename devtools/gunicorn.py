@@ -32,9 +32,15 @@ def _healthy(base: str) -> bool:
 
 @contextmanager
 def gunicorn(
-    database_url: str, *, log_path: Path, workers: int, threads: int = 1, env: dict[str, str] | None = None
+    database_url: str,
+    *,
+    log_path: Path,
+    workers: int,
+    threads: int = 1,
+    env: dict[str, str] | None = None,
+    app: str = "app:create_app()",
 ) -> Iterator[tuple[str, psutil.Process]]:
-    """Serve `app:create_app()` on `database_url`; yield (base URL, master process) once
+    """Serve `app` (a gunicorn app spec) on `database_url`; yield (base URL, master process) once
     /healthz answers and every worker is up. Stops exactly the processes started here, also on
     failure: the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
     port = free_port()
@@ -44,7 +50,7 @@ def gunicorn(
         sys.executable, "-m", "gunicorn",
         "--workers", str(workers), "--threads", str(threads),
         "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
-        "app:create_app()",
+        app,
     ]  # fmt: skip
     with log_path.open("w") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
