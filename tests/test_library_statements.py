@@ -36,7 +36,16 @@ from sqlalchemy import (
     select,
     union_all,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, joinedload, mapped_column, relationship
+from sqlalchemy.ext.hybrid import hybrid_property
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    column_property,
+    joinedload,
+    mapped_column,
+    relationship,
+)
 from sqlalchemy.types import DateTime
 
 from pagination import (
@@ -82,6 +91,17 @@ class Author(Base):
     weight: Mapped[float | None] = mapped_column(Float, nullable=True)
     nick: Mapped[str | None] = mapped_column(String(20), nullable=True)
     books: Mapped[list[Book]] = relationship(back_populates="author", order_by="Book.id")
+    # Keys a library user writes on a model, not on a column: SQL computed per row.
+    name_length: Mapped[int] = column_property(func.length(name))
+
+    @hybrid_property
+    def shout(self) -> str:
+        return self.name.upper()
+
+    @shout.inplace.expression
+    @classmethod
+    def _shout_expression(cls) -> Any:
+        return func.upper(cls.name)
 
     def __repr__(self) -> str:
         return f"<Author {self.id}>"
@@ -202,6 +222,12 @@ CASES = [
         "expression and label",
         lambda: select(Author.id, func.lower(Author.name).label("who")),
         Keyset("lower", func.lower(Author.name).label("who"), Author.id),
+    ),
+    Case("hybrid property", lambda: select(Author), Keyset("shout", Author.shout.desc(), Author.id)),
+    Case(
+        "column property",
+        lambda: select(Author.id, Author.name_length),
+        Keyset("name length", Author.name_length, Author.id.desc()),
     ),
     Case(
         "distinct", lambda: select(Author.name, Author.id).distinct(), Keyset("name", Author.name, Author.id)
