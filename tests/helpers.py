@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, delete, event, select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
@@ -23,6 +24,38 @@ def add_orders(engine: Engine, rows: Iterable[tuple[dt.datetime, str, Decimal, s
         session.add_all(orders)
         session.commit()
         return [o.id for o in orders]
+
+
+def seed_ties(engine: Engine, count: int = 150, per_time: int = 7) -> list[int]:
+    """`count` orders with `per_time` sharing each timestamp: more ties than a page holds."""
+    statuses = itertools.cycle(["paid", "shipped", "pending", "cancelled"])
+    rows = [
+        (BASE - dt.timedelta(minutes=i // per_time), f"cust{i % 5}", Decimal(i % 9) + Decimal("0.5"), status)
+        for i, status in zip(range(count), statuses, strict=False)
+    ]
+    return add_orders(engine, rows)
+
+
+def seed(engine: Engine, count: int, per_minute: int = 3) -> list[int]:
+    """`count` orders, `per_minute` sharing each timestamp (the realistic case)."""
+    statuses = ["paid", "shipped", "pending", "cancelled"]
+    rows = [
+        (
+            BASE - dt.timedelta(minutes=i // per_minute),
+            f"Customer {i % 17}",
+            Decimal(i % 500) + Decimal("0.99"),
+            statuses[i % 4],
+        )
+        for i in range(count)
+    ]
+    return add_orders(engine, rows)
+
+
+def delete_orders(engine: Engine, ids: Iterable[int]) -> None:
+    """Delete these orders in one committed transaction (someone else deleting while a reader walks)."""
+    with Session(engine) as session:
+        session.execute(delete(Order).where(Order.id.in_(list(ids))))
+        session.commit()
 
 
 def statement(status: str | None) -> Any:
@@ -88,3 +121,14 @@ def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
     finally:
         event.remove(engine, "before_cursor_execute", capture)
     return seen
+
+
+def plan_nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a JSON plan (PostgreSQL EXPLAIN, MariaDB ANALYZE FORMAT=JSON), depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from plan_nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from plan_nodes(value)

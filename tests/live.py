@@ -8,11 +8,14 @@ import os
 import threading
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask
 from werkzeug.serving import make_server
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 
 class LiveServer:
@@ -104,3 +107,23 @@ def local_only(target: Any, why: str) -> None:
     """Skip, loudly, a test that needs its own database or app configuration."""
     if getattr(target, "app", None) is None:
         pytest.skip(f"LOCAL ONLY against {target.url}: {why}")
+
+
+# --- What the browser tests read off the screen ---------------------------------------------
+
+ROWS = "#rows > tr[data-id]"
+
+
+def engine_of(live: Any) -> Any:
+    """The engine of a local live server's app (remote targets have none)."""
+    return live.app.extensions["engine"]
+
+
+def screen_rows(page: Page) -> list[tuple[str, int]]:
+    """(created_at, id) of every row on screen, in screen order."""
+    return [
+        (created, int(row_id))
+        for row_id, created in page.eval_on_selector_all(
+            ROWS, "rows => rows.map(r => [r.dataset.id, r.querySelector('time').getAttribute('datetime')])"
+        )
+    ]

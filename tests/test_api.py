@@ -6,14 +6,13 @@ Writes send the bearer token (tests/fixtures.py); the rate limits are on, sized 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import random
 from decimal import Decimal
 
 import pytest
 
 from .fixtures import authorized_client, with_token
-from .helpers import BASE, add_orders
+from .helpers import BASE, add_orders, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 
@@ -21,16 +20,6 @@ pytestmark = pytest.mark.usefixtures("app")
 @pytest.fixture
 def client(app):  # type: ignore[no-untyped-def]
     return authorized_client(with_token(app))
-
-
-def seed_ties(engine, count=150, per_time=7):
-    """`count` orders with `per_time` sharing each timestamp: more ties than a page holds."""
-    statuses = itertools.cycle(["paid", "shipped", "pending", "cancelled"])
-    rows = [
-        (BASE - dt.timedelta(minutes=i // per_time), f"cust{i % 5}", Decimal(i % 9) + Decimal("0.5"), status)
-        for i, status in zip(range(count), statuses, strict=False)
-    ]
-    return add_orders(engine, rows)
 
 
 def walk(client, **params):

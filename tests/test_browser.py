@@ -14,13 +14,13 @@ from decimal import Decimal
 
 import pytest
 from playwright.sync_api import Page, expect
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
 
-from .helpers import BASE, add_orders
-from .live import REMOTE_URL
+from .helpers import BASE, add_orders, delete_orders, seed
+from .live import REMOTE_URL, ROWS, engine_of, screen_rows
 
 pytestmark = [pytest.mark.browser]
 if REMOTE_URL:
@@ -29,36 +29,6 @@ if REMOTE_URL:
     pytestmark.append(
         pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: seeds its own database")
     )
-ROWS = "#rows > tr[data-id]"
-
-
-def seed(engine, count, per_minute=3):
-    """`count` orders, `per_minute` sharing each timestamp (the realistic case)."""
-    statuses = ["paid", "shipped", "pending", "cancelled"]
-    rows = [
-        (
-            BASE - dt.timedelta(minutes=i // per_minute),
-            f"Customer {i % 17}",
-            Decimal(i % 500) + Decimal("0.99"),
-            statuses[i % 4],
-        )
-        for i in range(count)
-    ]
-    return add_orders(engine, rows)
-
-
-def engine_of(live):
-    return live.app.extensions["engine"]
-
-
-def screen_rows(page: Page) -> list[tuple[str, int]]:
-    """(created_at, id) of every row on screen, in screen order."""
-    return [
-        (created, int(row_id))
-        for row_id, created in page.eval_on_selector_all(
-            ROWS, "rows => rows.map(r => [r.dataset.id, r.querySelector('time').getAttribute('datetime')])"
-        )
-    ]
 
 
 def scroll_to_end(page: Page, max_steps: int = 2000) -> None:
@@ -96,9 +66,7 @@ def test_scroll_everything_while_others_insert_and_delete(live, page: Page):
             other_inserts.extend(ids[:2])
             tail_inserts.append(ids[2])
             victims = rng.sample(sorted(set(initial) - deleted), 2)  # shown or not yet shown
-            with Session(engine) as session:
-                session.execute(delete(Order).where(Order.id.in_(victims)))
-                session.commit()
+            delete_orders(engine, victims)
             deleted.update(victims)
             time.sleep(0.05)
 
@@ -149,9 +117,7 @@ def test_without_javascript_next_links_walk_everything(live, browser):
             break
         # Someone deletes an unseen row and inserts one above the reader between pages.
         victim = next(i for i in reversed(initial) if i not in seen and i not in deleted)
-        with Session(engine) as session:
-            session.execute(delete(Order).where(Order.id == victim))
-            session.commit()
+        delete_orders(engine, [victim])
         deleted.add(victim)
         add_orders(engine, [(BASE + dt.timedelta(minutes=5), "Newer", Decimal("1.00"), "paid")])
         next_link.click()

@@ -10,13 +10,13 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
 
-from .live import REMOTE_URL, local_only
-from .test_browser import ROWS, engine_of, screen_rows, seed
+from .helpers import delete_orders, seed
+from .live import REMOTE_URL, ROWS, engine_of, local_only, screen_rows
 
 if REMOTE_URL:  # QA: aim these tests at a running deployment (tests/live.py)
     from .live import no_local_database, remote_live  # noqa: F401
@@ -250,9 +250,7 @@ def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page
         scroll_until(page, 60)
         order_id = page.locator(ROWS).nth(45).get_attribute("data-id")
         put_on_top(page, order_id)
-        with Session(engine) as session:
-            session.execute(delete(Order).where(Order.id == int(order_id)))
-            session.commit()
+        delete_orders(engine, [int(order_id)])
     page.locator(f"#order-{order_id}").get_by_role("link").click()
     expect(page.get_by_role("heading", name=f"Order #{order_id} no longer exists")).to_be_visible()
     expect(page).to_have_url(re.compile(rf"/orders/{order_id}$"))
@@ -340,9 +338,7 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
             newer = (BASE + dt.timedelta(minutes=rng.randint(1, 50)), "Newer", Decimal("1.00"), "paid")
             add_orders(engine, [inside, newer])
             victims = rng.sample(sorted(set(initial) - deleted), 2)
-            with Session(engine) as session:
-                session.execute(delete(Order).where(Order.id.in_(victims)))
-                session.commit()
+            delete_orders(engine, victims)
             deleted.update(victims)
             time.sleep(0.05)
 

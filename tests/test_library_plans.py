@@ -17,7 +17,7 @@ from orders.db import make_engine
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, Position, filters_fingerprint, paginate
 
 from .databases import ENGINES, throwaway_database
-from .helpers import statements_of
+from .helpers import plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 60_000
@@ -62,22 +62,12 @@ def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         engine.dispose()
 
 
-def walk(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from walk(value)
-
-
 def plan(engine: Engine, sql: str, params: Any) -> str:
     kind = engine.dialect.name
     with engine.connect() as conn:
         if kind == "postgresql":
             (report,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).one()
-            nodes = list(walk(report[0]["Plan"]))
+            nodes = list(plan_nodes(report[0]["Plan"]))
             kinds = [n.get("Node Type") for n in nodes if "Node Type" in n]
             assert "Seq Scan" not in kinds, kinds
             scans = [n for n in nodes if n.get("Node Type") in ("Index Scan", "Index Only Scan")]
@@ -90,7 +80,7 @@ def plan(engine: Engine, sql: str, params: Any) -> str:
             return " / ".join(f"{n['Node Type']}: {n['Index Cond']}" for n in scans)
         if kind == "mysql":
             (report,) = conn.exec_driver_sql("ANALYZE FORMAT=JSON " + sql, params).one()
-            tables = [n["table"] for n in walk(json.loads(report)) if "table" in n]
+            tables = [n["table"] for n in plan_nodes(json.loads(report)) if "table" in n]
             for table in tables:
                 assert table["access_type"] in ("range", "ref", "ref_or_null"), table
                 assert table["r_rows"] <= LIMIT + 2, f"read {table['r_rows']} rows for a page of {LIMIT}"

@@ -6,14 +6,11 @@ import re
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import delete
-from sqlalchemy.orm import Session
 
 from app import create_app
-from orders.models import Order
 
 from .fixtures import make_app
-from .test_api import seed_ties
+from .helpers import delete_orders, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
@@ -235,9 +232,7 @@ def test_load_more_is_a_button_in_a_get_form(client, engine):
 def test_a_deleted_order_says_so_and_links_back_to_the_same_place(client, engine):
     ids = seed_ties(engine, 60)
     place = "/orders?after=somewhere#order-7"
-    with Session(engine) as session:
-        session.execute(delete(Order).where(Order.id == ids[5]))
-        session.commit()
+    delete_orders(engine, [ids[5]])
     for headers in (
         {"HX-Request": "true", "HX-Boosted": "true", "HX-Current-URL": "http://localhost" + place},
         {"Referer": "http://localhost/orders?after=somewhere"},

@@ -17,7 +17,7 @@ from orders.models import SORTS, STATUSES, Order
 from pagination import Keyset, iterate
 
 from .fixtures import clear
-from .helpers import BASE, add_orders, get_page, py_key, statement, unpaged_ids
+from .helpers import BASE, add_orders, delete_orders, get_page, py_key, statement, unpaged_ids
 
 # Mixed directions over three columns: exercises the expanded seek form on every engine.
 MIXED = Keyset("mixed", Order.amount.desc(), Order.customer.asc(), Order.id.asc())
@@ -200,9 +200,7 @@ def test_ids_are_never_reused_after_deleting_the_newest(engine):
     # new order look like one the reader has already seen.
     clear(engine)
     (first,) = add_orders(engine, [(BASE, "ana", Decimal("1.00"), "paid")])
-    with Session(engine) as session:
-        session.execute(delete(Order).where(Order.id == first))
-        session.commit()
+    delete_orders(engine, [first])
     (second,) = add_orders(engine, [(BASE, "ana", Decimal("1.00"), "paid")])
     assert second > first
 

@@ -27,7 +27,7 @@ from pagination import (
 )
 
 from .databases import ENGINES, throwaway_database
-from .helpers import statements_of
+from .helpers import plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 120_000
@@ -51,20 +51,10 @@ def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         engine.dispose()
 
 
-def walk(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from walk(value)
-
-
 def check_postgresql(engine: Engine, sql: str, params: Any, filtered: bool) -> str:
     with engine.connect() as conn:
         (plan,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params).one()
-    nodes = list(walk(plan[0]["Plan"]))
+    nodes = list(plan_nodes(plan[0]["Plan"]))
     kinds = [n.get("Node Type") for n in nodes if "Node Type" in n]
     assert "Seq Scan" not in kinds, kinds
     scans = [n for n in nodes if n.get("Node Type") in ("Index Scan", "Index Only Scan")]
@@ -85,7 +75,7 @@ def check_postgresql(engine: Engine, sql: str, params: Any, filtered: bool) -> s
 def check_mysql(engine: Engine, sql: str, params: Any, filtered: bool) -> str:
     with engine.connect() as conn:
         (report,) = conn.exec_driver_sql("ANALYZE FORMAT=JSON " + sql, params).one()
-    tables = [n["table"] for n in walk(json.loads(report)) if "table" in n]
+    tables = [n["table"] for n in plan_nodes(json.loads(report)) if "table" in n]
     assert tables
     for table in tables:
         assert table["access_type"] == "range", table
