@@ -103,14 +103,20 @@ def expect_on_top(page: Page, order_id: str) -> None:
     page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)
 
 
-def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Page):
+def open_an_order_deep_in_the_list(live, page: Page, nth: int) -> str:
+    """Scroll 400 orders past row 100, put row `nth` on top, open it; return its id."""
     given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 100)
-    order_id = page.locator(ROWS).nth(70).get_attribute("data-id")
+    order_id = page.locator(ROWS).nth(nth).get_attribute("data-id")
     put_on_top(page, order_id)
     page.locator(f"#order-{order_id}").get_by_role("link").click()
     expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    return order_id
+
+
+def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Page):
+    order_id = open_an_order_deep_in_the_list(live, page, 70)
     # htmx's snapshot is gone (it keeps 5, and the storage quota is small): Back asks the server.
     page.evaluate(
         "sessionStorage.removeItem('htmx-history-cache'); localStorage.removeItem('htmx-history-cache')"
@@ -130,13 +136,7 @@ def test_back_without_a_snapshot_shows_the_list_at_the_same_place(live, page: Pa
 
 
 def test_back_with_a_snapshot_returns_to_the_same_row(live, page: Page):
-    given(live, 400, AUTO_PAGES=10_000)
-    page.goto(live.url + "/orders")
-    scroll_until(page, 100)
-    order_id = page.locator(ROWS).nth(75).get_attribute("data-id")
-    put_on_top(page, order_id)
-    page.locator(f"#order-{order_id}").get_by_role("link").click()
-    expect(page.get_by_role("heading", name=f"Order #{order_id}")).to_be_visible()
+    order_id = open_an_order_deep_in_the_list(live, page, 75)
     assert page.evaluate("(sessionStorage.getItem('htmx-history-cache') || '').length") > 0
     page.go_back()
     expect_on_top(page, order_id)
