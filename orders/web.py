@@ -127,11 +127,12 @@ def orders():  # type: ignore[no-untyped-def]
     page = listing.page(get_session(), current_app.extensions["cursor_codec"])
     auto_pages = cfg["AUTO_PAGES"]
     fragment = htmx.wants_fragment()
+    urls = _page_urls(listing, page, page_number)
     context = {
         "listing": listing,
         "page": page,
         "page_number": page_number,
-        "urls": _page_urls(listing, page, page_number),
+        "urls": urls,
         # A `before` fragment goes above the rows (its own top sentinel, no bottom control); an
         # `after` fragment goes below them; a full page has both ends.
         "show_top": not fragment or listing.before is not None,
@@ -142,8 +143,8 @@ def orders():  # type: ignore[no-untyped-def]
         # After AUTO_PAGES automatic loads, ask for a click so the footer can be reached.
         "auto_load": (page_number - 1) % (auto_pages + 1) != auto_pages,
         "list_url": url_for("web.orders"),
-        "next_url": page.next_cursor
-        and url_for("web.orders", **listing.query_args(after=page.next_cursor, page=page_number + 1)),
+        # The same URL as the page's `after` edge (no rows, no next cursor): built once.
+        "next_url": urls["after"],
         "next_args": page.next_cursor and listing.query_args(after=page.next_cursor, page=page_number + 1),
         "prev_url": page.prev_cursor and url_for("web.orders", **listing.query_args(before=page.prev_cursor)),
         # The banner counts rows above the top of the list, so only a list opened at its top polls.
