@@ -23,7 +23,7 @@ from .errors import (
 )
 from .paging import iterate, keyset_select, paginate, start_at
 from .results import Batch, Page
-from .sort import Keyset
+from .sort import Keyset, SeekForm
 
 __all__ = [
     "AFTER",
@@ -40,6 +40,7 @@ __all__ = [
     "Page",
     "PaginationError",
     "Position",
+    "SeekForm",
     "filters_fingerprint",
     "iterate",
     "keyset_select",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Column as TableColumn
 from sqlalchemy import Index, UniqueConstraint, and_, bindparam, or_, tuple_
@@ -32,6 +32,10 @@ _AGGREGATES = {
     "bool_and",
     "bool_or",
 }
+
+
+# How a sort compares keysets: see Keyset's docstring.
+SeekForm = Literal["auto", "bounded"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,13 @@ def _unique_keys(table: Any) -> list[set[Any]]:
 class Keyset:
     """A sort: a named, total order, ``Keyset("newest", Order.created_at.desc(), Order.id.desc())``.
 
+    ``seek`` chooses the form of the seek predicate: ``"auto"`` (the default) compares a row
+    value ``(a, b) < (:a, :b)`` on PostgreSQL and SQLite, and the expanded form with a leading
+    bound elsewhere; ``"bounded"`` uses the expanded form with a leading bound,
+    ``a <= :a AND (a < :a OR (a = :a AND b < :b))``, on every engine. Give ``"bounded"`` where a
+    row value is not pushed down: postgres_fdw does not ship row-value comparisons to a foreign
+    table, so a sharded (foreign-partitioned) table would be read whole and filtered locally.
+
     Terms are columns or SQL expressions (``func.lower(name)``, ``coalesce(...)``, labels,
     aggregates over a GROUP BY), each ``.asc()`` (the default) or ``.desc()``. Every term must be
     NOT NULL (NULLs do not compare), and the terms must include a unique key of a table (its
@@ -122,10 +133,13 @@ class Keyset:
     on all of them. Refused with KeysetError when defined.
     """
 
-    def __init__(self, name: str, *order_by: Any):
+    def __init__(self, name: str, *order_by: Any, seek: SeekForm = "auto"):
         if not order_by:
             raise KeysetError(f"sort {name!r} needs at least one column")
+        if seek not in ("auto", "bounded"):
+            raise KeysetError(f'sort {name!r}: seek must be "auto" or "bounded", not {seek!r}')
         self.name = name
+        self.seek_form: SeekForm = seek
         self.columns = tuple(_term(term, name) for term in order_by)
         # NULLs do not compare, so a nullable term needs its NULLs placed explicitly, and is
         # paged as two parts (its values, then its NULLs, or the other way round): possible for
@@ -254,7 +268,8 @@ class Keyset:
         The form is chosen so that each engine reads an index range (tests/test_plans.py):
         - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
           runs the same way;
-        - otherwise the expanded OR with a leading bound on the first column,
+        - otherwise (and always with ``Keyset(..., seek="bounded")``) the expanded OR with a
+          leading bound on the first column,
           ``a <= :a AND (a < :a OR (a = :a AND b < :b))``: the bound gives the range, the OR
           only filters the rows that tie on the first column.
         """
@@ -275,7 +290,8 @@ class Keyset:
             return expr >= value if or_equal else expr > value
 
         same_direction = len({t.descending for t in terms}) == 1
-        if dialect in _ROW_VALUE_DIALECTS and same_direction and len(terms) > 1:
+        row_value = self.seek_form == "auto" and dialect in _ROW_VALUE_DIALECTS
+        if row_value and same_direction and len(terms) > 1:
             row = tuple_(*(t.expr for t in terms))
             return later(row, terms[0].descending, tuple_(*values), inclusive)
 

@@ -36,6 +36,7 @@ from sqlalchemy import (
     select,
     union_all,
 )
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import (
     DeclarativeBase,
@@ -56,6 +57,7 @@ from pagination import (
     KeysetError,
     PaginationError,
     iterate,
+    keyset_select,
     paginate,
     start_at,
 )
@@ -217,6 +219,11 @@ CASES = [
         Keyset("name", Author.name, Author.id),
     ),
     Case("composite primary key", lambda: select(Pair), Keyset("pairs", Pair.a.desc(), Pair.b)),
+    Case(
+        "bounded seek",
+        lambda: select(Author),
+        Keyset("born", Author.born.desc(), Author.id.desc(), seek="bounded"),
+    ),
     Case("unique constraint", lambda: select(Pair.code, Pair.a), Keyset("code", Pair.code)),
     Case(
         "expression and label",
@@ -433,6 +440,23 @@ def test_engine_specific_refusals_say_why(lib):
         if kind == "mysql":  # Float() is FLOAT, 4 bytes, on MariaDB
             with pytest.raises(KeysetError, match="4-byte float"):
                 paginate(session, select(Author), float_key, limit=2, codec=CODEC)
+
+
+@pytest.mark.parametrize("dialect", [postgresql.dialect(), sqlite.dialect(), mysql.dialect()])
+def test_seek_bounded_forces_the_expanded_form_with_a_leading_bound(dialect):
+    stmt = select(Author.id)
+
+    def sql(sort: Keyset) -> str:
+        return str(keyset_select(stmt, sort, [1, 2], limit=3, dialect=dialect.name).compile(dialect=dialect))
+
+    auto = sql(Keyset("name", Author.name, Author.id))
+    bounded = sql(Keyset("name", Author.name, Author.id, seek="bounded"))
+    assert ("(lib_authors.name, lib_authors.id) >" in auto) == (dialect.name != "mysql")
+    assert "(lib_authors.name, lib_authors.id)" not in bounded
+    assert "lib_authors.name >= " in bounded and "lib_authors.name > " in bounded, bounded
+    assert "lib_authors.name = " in bounded and "lib_authors.id > " in bounded, bounded
+    with pytest.raises(KeysetError, match='seek must be "auto" or "bounded"'):
+        Keyset("name", Author.name, Author.id, seek="rows")  # type: ignore[arg-type]
 
 
 def test_nullable_keys_are_refused_when_defined_saying_how_to_fix():
