@@ -30,6 +30,7 @@ test: $(VENV)/.dev
 	scripts/ensure-chromium
 	scripts/ensure-databases
 	scripts/ensure-haproxy
+	scripts/ensure-patroni
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -64,14 +65,16 @@ soak: $(VENV)/.dev
 	scripts/ensure-databases
 	$(BIN)/python -m soak.run --seconds $${SECONDS_TO_SOAK:-60}
 
-## cluster: PostgreSQL primary + 2 streaming standbys, 2 app servers, haproxy; Ctrl-C stops it all
+## cluster: etcd + 3 PostgreSQL nodes under Patroni (synchronous mode), 2 app servers, haproxy; Ctrl-C stops it all
 cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
+	scripts/ensure-patroni
 	$(BIN)/python -m devtools.cluster --rows $${ROWS:-300000}
 
 ## bench-cluster: pages/s through haproxy with 1 and 2 app servers, replicas vs primary, routing cost
 bench-cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
+	scripts/ensure-patroni
 	$(BIN)/python -m bench.cluster_level
 
 clean:

@@ -107,7 +107,7 @@ class Writer(threading.Thread):
     def run(self) -> None:
         from orders.db import make_engine
 
-        engine = make_engine(self.dbs.primary.url())
+        engine = make_engine(self.dbs.primary_url)
         try:
             with engine.connect() as conn:
                 while not self.stop.is_set():
@@ -163,7 +163,7 @@ def routing_cost(dbs: Databases, pages: int = 300, rounds: int = 5) -> dict[str,
 
     routed = create_app(
         {
-            "DATABASE_URL": dbs.primary.url(),
+            "DATABASE_URL": dbs.primary_url,
             "DATABASE_REPLICA_URLS": dbs.standbys[0].url(),
             "REPLICA_MAX_LAG_MS": 600_000,
             "SECRET_KEY": SECRET,
@@ -218,7 +218,7 @@ def app_servers(stack: ExitStack, dbs: Databases, count: int, replicas: bool, lo
         env["DATABASE_REPLICA_URLS"] = dbs.replica_urls
     bases = [
         stack.enter_context(
-            gunicorn(dbs.primary.url(), log_path=logs / f"app{i}.log", workers=2, threads=2, env=env)
+            gunicorn(dbs.primary_url, log_path=logs / f"app{i}.log", workers=2, threads=2, env=env)
         )[0]
         for i in range(count)
     ]
@@ -233,7 +233,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     results: dict[str, Any] = {"rows": args.rows, "seconds": args.seconds, "clients": args.clients}
-    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, databases(2) as dbs:
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, databases() as dbs:
         logs = Path(tmp)
         seed(dbs, args.rows)
         version = dbs.primary.sql("SHOW server_version")

@@ -1,214 +1,44 @@
-"""A throwaway scale-out cluster on loopback: PostgreSQL primary + streaming standbys, gunicorn app
-servers, haproxy in front. Used by `make cluster`, tests/test_cluster.py and bench/cluster_level.py.
+"""A throwaway scale-out cluster on loopback: three PostgreSQL nodes under Patroni (etcd as its
+store, synchronous mode; devtools/patroni.py), gunicorn app servers, haproxy in front. Used by
+`make cluster`, the cluster tests and bench/cluster_level.py.
 
-`python -m devtools.cluster` starts it all, seeds demo orders, prints the URL and stops everything on
-Ctrl-C. Every process started here is stopped by its own id, also when start-up fails halfway.
+`python -m devtools.cluster` starts it all, seeds demo orders, prints the URLs and stops everything
+on Ctrl-C. Every process started here is stopped by its own id, also when start-up fails halfway.
 
-PostgreSQL's initdb and pg_ctl refuse to run as root, so when we are root they run as the `postgres`
-user (runuser) in a temporary directory that user owns.
+The app finds the primary itself: DATABASE_URL is a libpq multi-host URL with
+`target_session_attrs=read-write` (libpq connects to each node in turn and keeps the one that
+accepts writes), and DATABASE_REPLICA_URLS lists every node (the app reads only from nodes in
+recovery, checked per page by WAL position). haproxy balances the app servers only; no proxy sits
+between the app and PostgreSQL.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+import psutil
 
-from .databases import create_database
 from .gunicorn import ROOT, free_port, gunicorn, stop_process
+from .patroni import ClusterUnavailable, Databases, binary, databases
 
-DATABASE = "orders"
-HAPROXY = "/usr/sbin/haproxy"
-
-
-class ClusterUnavailable(RuntimeError):
-    """What the cluster needs is not on this machine (binaries, root for runuser, haproxy)."""
-
-
-def postgres_bindir() -> Path:
-    """The newest installed PostgreSQL server binaries (Debian: /usr/lib/postgresql/N/bin)."""
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if all((candidate / tool).exists() for tool in ("initdb", "pg_ctl", "pg_basebackup")):
-            return candidate
-    raise ClusterUnavailable("no /usr/lib/postgresql/*/bin with initdb, pg_ctl and pg_basebackup")
+__all__ = ["Cluster", "ClusterUnavailable", "Databases", "cluster", "databases", "haproxy", "seed"]
 
 
 def haproxy_binary() -> str:
-    found = shutil.which("haproxy") or (HAPROXY if Path(HAPROXY).exists() else None)
-    if found is None:
-        raise ClusterUnavailable("no haproxy (scripts/ensure-haproxy installs Debian's package as root)")
-    return found
-
-
-def _as_postgres() -> list[str]:
-    if os.geteuid() != 0:
-        return []  # already an ordinary user: pg_ctl runs as us
-    if not shutil.which("runuser"):
-        raise ClusterUnavailable("running as root without runuser: cannot run pg_ctl as postgres")
-    return ["runuser", "-u", "postgres", "--"]
-
-
-@dataclass
-class Node:
-    """One PostgreSQL server (primary or standby) in its own directory on its own port."""
-
-    name: str
-    bindir: Path
-    directory: Path
-    port: int = field(default_factory=free_port)
-
-    @property
-    def data(self) -> Path:
-        return self.directory / self.name
-
-    @property
-    def log(self) -> Path:
-        return self.directory / f"{self.name}.log"
-
-    def url(self, database: str = DATABASE) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
-
-    def _run(self, tool: str, *args: str) -> None:
-        command = [*_as_postgres(), str(self.bindir / tool), *args]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if result.returncode != 0:
-            tail = self.log.read_text()[-2000:] if self.log.exists() else ""
-            raise RuntimeError(f"{self.name}: {tool} failed: {result.stdout}{result.stderr}{tail}")
-
-    def init_primary(self) -> None:
-        # initdb -A trust also trusts replication connections from 127.0.0.1 (its pg_hba.conf
-        # has `host replication all 127.0.0.1/32 trust`), which pg_basebackup needs.
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust",
-                  "-E", "UTF8", "--no-locale", "--no-sync")  # fmt: skip
-
-    def init_standby(self, primary: Node) -> None:
-        # -R writes standby.signal and primary_conninfo; -X stream copies the WAL written meanwhile.
-        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-                  "-D", str(self.data), "-R", "-X", "stream", "-c", "fast", "--no-sync")  # fmt: skip
-
-    def start(self) -> None:
-        # fsync off: throwaway data. synchronous_commit stays on (the default): a commit is
-        # visible only once its WAL is written, so pg_current_wal_lsn() read afterwards covers it.
-        options = (
-            f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c full_page_writes=off -c max_connections=100"
-        )
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
-                  "-w", "-t", "60", "start")  # fmt: skip
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
-
-    def running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
-
-    def sql(self, statement: str, database: str = DATABASE) -> object:
-        """Run one statement in autocommit and return the first column of its first row (or None)."""
-        engine = create_engine(
-            self.url(database), isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}
-        )
-        try:
-            with engine.connect() as conn:
-                result = conn.execute(text(statement))
-                return result.scalar() if result.returns_rows else None
-        finally:
-            engine.dispose()
-
-    # --- standbys only -------------------------------------------------------------------
-
-    def pause_replay(self) -> None:
-        self.sql("SELECT pg_wal_replay_pause()")
-        # Pausing is asynchronous: wait until the startup process has really stopped replaying.
-        deadline = time.monotonic() + 10
-        while self.sql("SELECT pg_get_wal_replay_pause_state()") != "paused":
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: replay did not pause")
-            time.sleep(0.02)
-
-    def resume_replay(self) -> None:
-        self.sql("SELECT pg_wal_replay_resume()")
-
-    def replay_lsn(self) -> str:
-        return str(self.sql("SELECT pg_last_wal_replay_lsn()"))
-
-    def wait_for_replay(self, lsn: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not replay {lsn} within {timeout} s")
-            time.sleep(0.02)
-
-
-@dataclass
-class Databases:
-    """A primary and its standbys; `replica_urls` is what DATABASE_REPLICA_URLS holds."""
-
-    primary: Node
-    standbys: list[Node]
-
-    @property
-    def replica_urls(self) -> str:
-        return ",".join(node.url() for node in self.standbys)
-
-    def primary_lsn(self) -> str:
-        return str(self.primary.sql("SELECT pg_current_wal_lsn()"))
-
-    def wait_for_standbys(self, timeout: float = 30) -> None:
-        """Until every running, unpaused standby has replayed what the primary has written."""
-        lsn = self.primary_lsn()
-        for node in self.standbys:
-            node.wait_for_replay(lsn, timeout)
-
-
-@contextmanager
-def databases(standbys: int = 2, directory: Path | None = None) -> Iterator[Databases]:
-    """A primary with the database `orders` (migrated, empty) and `standbys` streaming standbys."""
-    bindir = postgres_bindir()
-    _as_postgres()
-    owned = directory is None
-    workdir = Path(tempfile.mkdtemp(prefix="cluster-pg-")) if directory is None else directory
-    if os.geteuid() == 0:
-        shutil.chown(workdir, "postgres", "postgres")
-    primary = Node("primary", bindir, workdir)
-    nodes = [primary]
     try:
-        primary.init_primary()
-        primary.start()
-        create_database(primary.url("postgres"), DATABASE)
-        from orders.db import make_engine, migrate
-
-        engine = make_engine(primary.url())
-        try:
-            migrate(engine)
-        finally:
-            engine.dispose()
-        replicas = []
-        for index in range(standbys):
-            node = Node(f"standby{index + 1}", bindir, workdir)
-            nodes.append(node)
-            node.init_standby(primary)
-            node.start()
-            replicas.append(node)
-        cluster = Databases(primary, replicas)
-        cluster.wait_for_standbys()
-        yield cluster
-    finally:
-        for node in reversed(nodes):
-            if node.running():
-                with suppress(RuntimeError, subprocess.TimeoutExpired):
-                    node.stop()
-        if owned:
-            shutil.rmtree(workdir, ignore_errors=True)
+        return binary("haproxy")
+    except ClusterUnavailable as err:
+        why = "no haproxy (scripts/ensure-haproxy installs Debian's package as root)"
+        raise ClusterUnavailable(why) from err
 
 
 # --- haproxy -------------------------------------------------------------------------------
@@ -217,15 +47,21 @@ HAPROXY_CONFIG = """\
 # Written by devtools/cluster.py for a throwaway cluster on loopback.
 global
     maxconn 512
+    # One line per request on haproxy's own output (its log file): status, timings, retries.
+    log stdout format raw local0
 
 defaults
     mode http
+    log global
+    option httplog
     timeout connect 2s
     timeout client 60s
     timeout server 60s
-    # A request that could not be sent to an app server goes to another one.
-    option redispatch
+    # A request that could not be sent to an app server (refused, reset, closed without an answer)
+    # is sent again, to another app server (redispatch), at most twice...
     retries 2
+    option redispatch 1
+    retry-on conn-failure empty-response response-timeout
 
 frontend orders
     bind 127.0.0.1:{port}
@@ -235,6 +71,10 @@ frontend orders
 
 backend app_servers
     balance roundrobin
+    # ...but only a read (GET, HEAD): a write the dead server may have committed is never sent
+    # twice; its client gets haproxy's 502 and retries it itself (see docs/several-servers.md).
+    # A connection that failed is still retried for every method (the request was never sent).
+    http-request disable-l7-retry unless METH_GET
     # /healthz/nodes answers while the app process serves requests; it does not ask the
     # databases, so a database outage does not take every app server out (readers then get the
     # app's own 503 `unavailable` with Retry-After, not haproxy's page).
@@ -291,25 +131,28 @@ def _wait_through(base: str, process: subprocess.Popen[bytes], log_path: Path, b
 class Cluster:
     url: str  # haproxy
     databases: Databases
-    app_servers: list[str]
+    app_servers: list[str]  # base URLs
+    app_processes: list[psutil.Process]  # their gunicorn masters
 
 
 @contextmanager
 def cluster(
     *,
     app_servers: int = 2,
-    standbys: int = 2,
+    nodes: int = 3,
     workers: int = 2,
     threads: int = 2,
     env: dict[str, str] | None = None,
     log_dir: Path | None = None,
     seed_rows: int = 0,
+    synchronous: bool = True,
 ) -> Iterator[Cluster]:
-    """Primary + standbys, `app_servers` gunicorns reading from the standbys, haproxy in front."""
+    """`nodes` Patroni nodes, `app_servers` gunicorns finding the primary by libpq and reading
+    from the replicas, haproxy in front."""
     haproxy_binary()  # fail before starting anything
     with ExitStack() as stack:
         logs = log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cluster-logs-")))
-        dbs = stack.enter_context(databases(standbys))
+        dbs = stack.enter_context(databases(nodes, synchronous=synchronous))
         if seed_rows:
             seed(dbs, seed_rows)
         environment = {
@@ -319,20 +162,20 @@ def cluster(
             "SECRET_KEY": os.environ.get("SECRET_KEY", "cluster-" + os.urandom(24).hex()),
             **(env or {}),
         }
-        bases = []
+        servers = []
         for index in range(app_servers):
-            base, _ = stack.enter_context(
+            server = stack.enter_context(
                 gunicorn(
-                    dbs.primary.url(),
+                    dbs.primary_url,
                     log_path=logs / f"app{index + 1}.log",
                     workers=workers,
                     threads=threads,
                     env=environment,
                 )
             )
-            bases.append(base)
-        url = stack.enter_context(haproxy(bases, logs / "haproxy.log"))
-        yield Cluster(url, dbs, bases)
+            servers.append(server)
+        url = stack.enter_context(haproxy([base for base, _ in servers], logs / "haproxy.log"))
+        yield Cluster(url, dbs, [base for base, _ in servers], [master for _, master in servers])
 
 
 def seed(dbs: Databases, rows: int) -> None:
@@ -341,7 +184,7 @@ def seed(dbs: Databases, rows: int) -> None:
     from orders.db import make_engine
     from orders.seed import seed_orders
 
-    engine = make_engine(dbs.primary.url())
+    engine = make_engine(dbs.primary_url)
     try:
         with Session(engine) as session:
             seed_orders(session, rows)
@@ -359,7 +202,7 @@ def main() -> None:
     os.chdir(ROOT)
     log_dir = ROOT / "instance" / "cluster"
     log_dir.mkdir(parents=True, exist_ok=True)
-    print("starting PostgreSQL primary + 2 standbys, app servers and haproxy...", flush=True)
+    print("starting etcd, 3 PostgreSQL nodes under Patroni, app servers and haproxy...", flush=True)
     with cluster(
         app_servers=args.app_servers, workers=args.workers, log_dir=log_dir, seed_rows=args.rows
     ) as running:
@@ -367,12 +210,14 @@ def main() -> None:
         print(f"\n  orders list:  {running.url}/orders")
         print(f"  JSON API:     {running.url}/api/orders")
         print(f"  routing:      {running.url}/healthz/nodes")
-        print(f"  primary:      {dbs.primary.url()}")
-        for node in dbs.standbys:
-            print(f"  {node.name}:     {node.url()}")
+        print(f"  DATABASE_URL: {dbs.primary_url}")
+        for member in dbs.members():
+            node = dbs.node(member["name"])
+            print(f"  {node.name}:        {node.url()}  {member['role']}, Patroni {node.rest}/patroni")
         for index, base in enumerate(running.app_servers):
             print(f"  app{index + 1}:         {base}")
-        print(f"  logs:         {log_dir}")
+        print(f"  patronictl:   patronictl -c {dbs.nodes[0].config} list")
+        print(f"  logs:         {log_dir} (Patroni's and etcd's: {dbs.nodes[0].directory})")
         print("\nCtrl-C stops everything.", flush=True)
         with suppress(KeyboardInterrupt):
             # Ctrl-C and kill both stop it all (a shell without job control starts background

@@ -74,11 +74,14 @@ REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text"
 # replayed position, so a snapshot can hold a commit just past pg_last_wal_replay_lsn(); it cannot
 # hold one the standby has not received. (NULL receive position: streaming stopped; GREATEST skips
 # NULLs.) On the primary both are pg_current_wal_lsn().
+# A replica promoted since it was last probed (a failover) is read like the primary it now is,
+# and its pages are stamped with its own position.
 PAGE_LSN_SQL = {
     True: "SELECT pg_current_wal_lsn()::text, pg_current_wal_lsn()::text",
     False: (
-        "SELECT pg_last_wal_replay_lsn()::text, "
-        "GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text"
+        "SELECT pg_last_wal_replay_lsn()::text, CASE WHEN pg_is_in_recovery() "
+        "THEN GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) "
+        "ELSE pg_current_wal_lsn() END::text"
     ),
 }
 
@@ -158,6 +161,7 @@ class NodeState:
     down_until: float = 0.0
     pages: int = 0
     probe_engine: Engine | None = None  # see probe_engine()
+    leading: bool = False  # a replica URL whose node was last seen out of recovery (see _probe)
 
     def up(self, now: float) -> bool:
         return now >= self.down_until
@@ -224,9 +228,18 @@ class Router:
         except DBAPIError as err:
             self.mark_down(node, err)
             return None
-        if lsn is None:  # a standby promoted, or a primary in recovery: not something we route to
+        if lsn is None and not node.primary:
+            # A replica URL that leads now (DATABASE_REPLICA_URLS may list every node of a
+            # failover cluster): no replica reads there until it follows a primary again.
+            if not node.leading:
+                log.info("%s is not in recovery: it takes no replica reads for now", node.name)
+            node.leading = True
+            node.down_until = time.monotonic() + RETRY_SECONDS
+            return None
+        if lsn is None:  # a primary in recovery: not something we route to
             self.mark_down(node, None)
             return None
+        node.leading = False
         node.down_until = 0.0
         node.seen(lsn)
         return lsn
@@ -305,11 +318,18 @@ class Router:
     def _without_primary(self, need: int | None, exclude: set[str]) -> NodeState:
         """The primary is down: nothing new can be committed, so the replica that has replayed the
         most is as fresh as any read can be. A cursor's position must still be reached: a clean
-        primary shutdown sends its last WAL to the standbys, so wait for them briefly."""
+        primary shutdown sends its last WAL to the standbys, so wait for them briefly.
+
+        A failover ends the wait at once: DATABASE_URL may name several hosts (libpq's
+        `target_session_attrs=read-write`), so the primary answers again once a standby is
+        promoted. It holds every acknowledged commit, so it reads any cursor's next page, also
+        one stamped with the old primary's position, which the new timeline may not reach yet."""
         deadline = time.monotonic() + PRIMARY_DOWN_WAIT_SECONDS
         while True:
             self.refresh(force=True)
             now = time.monotonic()
+            if self.primary.name not in exclude and self.primary.up(now):
+                return self.primary
             live = [n for n in self.replicas if n.up(now) and n.name not in exclude]
             if live:
                 best = max(live, key=lambda n: n.replay)

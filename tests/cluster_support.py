@@ -1,0 +1,157 @@
+"""What the cluster test modules share (tests/test_cluster.py, tests/test_failover.py): their
+cluster (devtools/cluster.py: Patroni, app servers, haproxy; one per module), the seed, the reader
+that walks /api/orders through haproxy, and Chromium scrolling the list.
+
+Which node read a page, and at which position, comes from the app's `Server-Timing` header.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import requests
+from playwright.sync_api import Page
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
+
+from devtools.cluster import Cluster, ClusterUnavailable, cluster
+from orders.models import SORTS, Order
+from orders.replicas import parse_lsn
+
+from .databases import unavailable
+from .fixtures import SECRET
+from .helpers import BASE, add_orders
+
+MAX_LAG_MS = 300
+SEED = 600
+ROWS = "#rows > tr[data-id]"
+# What every app server of a test cluster runs with (the module may add more).
+APP_ENV = {
+    "SECRET_KEY": SECRET,
+    "REPLICA_MAX_LAG_MS": str(MAX_LAG_MS),
+    "AUTO_PAGES": "1000",
+    "MAX_ROWS_IN_PAGE": "0",  # keep every row in the document: the tests read them all
+    # Every request comes from this machine through haproxy: budgets no test reaches.
+    "RATELIMIT_READS": "100000 per minute",
+    "RATELIMIT_WRITES": "100000 per minute",
+}
+_TIMING = re.compile(r'db;desc="(\w+)(?: ([0-9A-F]+/[0-9A-F]+))?"')
+
+
+@contextmanager
+def module_cluster(log_dir: Path, **options: Any) -> Iterator[Cluster]:
+    """The module's cluster; unavailable (a loud skip, a failure under CI=true) without Patroni,
+    etcd, PostgreSQL's server binaries or haproxy."""
+    try:
+        with cluster(app_servers=2, workers=2, threads=2, env=APP_ENV, log_dir=log_dir, **options) as running:
+            yield running
+    except ClusterUnavailable as err:
+        unavailable("the Patroni + etcd + haproxy cluster", str(err))
+
+
+def reseed(cl: Cluster, primary: Engine) -> list[int]:
+    """SEED orders (newest first, 20 s apart), replayed on every running standby."""
+    with Session(primary) as session:
+        session.execute(delete(Order))
+        session.commit()
+    ids = add_orders(
+        primary,
+        [
+            (BASE - dt.timedelta(seconds=20 * i), f"Customer {i % 17}", Decimal(i) + Decimal("0.25"), "paid")
+            for i in range(SEED)
+        ],
+    )
+    cl.databases.wait_for_standbys()
+    return ids
+
+
+def served(response: requests.Response) -> tuple[str, int | None]:
+    """(node name, WAL position) that read this response, from Server-Timing."""
+    match = _TIMING.search(response.headers.get("Server-Timing", ""))
+    assert match, f"no routing in Server-Timing: {response.headers.get('Server-Timing')!r}"
+    return match[1], parse_lsn(match[2])
+
+
+def expected_ids(engine: Engine, sort: str = "newest") -> list[int]:
+    with Session(engine) as session:
+        return list(session.scalars(select(Order.id).order_by(*SORTS[sort].order_by())))
+
+
+class Walk:
+    """A reader paging through /api/orders, recording which node read each page and where."""
+
+    def __init__(self, base: str, sort: str = "newest", http: requests.Session | None = None):
+        self.base, self.sort = base, sort
+        self.http = http or requests.Session()
+        self.ids: list[int] = []
+        self.keys: list[tuple[str, int]] = []
+        self.pages: list[tuple[str, int | None]] = []
+        self.cursor: str | None = None
+        self.done = False
+
+    def step(self) -> None:
+        params: dict[str, Any] = {"sort": self.sort, "limit": 20}
+        if self.cursor:
+            params["after"] = self.cursor
+        response = self.http.get(f"{self.base}/api/orders", params=params, timeout=30)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        self.pages.append(served(response))
+        self.ids += [int(item["id"]) for item in body["items"]]
+        self.keys += [(item["created_at"], int(item["id"])) for item in body["items"]]
+        self.cursor = body["next_cursor"]
+        self.done = self.cursor is None
+
+    def run(self) -> Walk:
+        while not self.done:
+            self.step()
+        return self
+
+    def check(self, covered: set[int], *, same_timeline: bool = True) -> None:
+        """No duplicate, every covered row shown, and (on one timeline: no failover meanwhile) the
+        read positions never go back. A promoted standby's positions continue on a new timeline
+        from where it had replayed, which can be behind a page the old primary read."""
+        assert len(self.ids) == len(set(self.ids)), "a row was shown twice"
+        missing = covered - set(self.ids)
+        assert not missing, f"{len(missing)} covered rows never shown, e.g. {sorted(missing)[:5]}"
+        positions = [lsn for _, lsn in self.pages]
+        assert all(lsn is not None for lsn in positions)
+        if same_timeline:
+            assert positions == sorted(positions), f"a page was read at an older position: {self.pages}"
+
+
+def watch_failures(page: Page) -> list[str]:
+    """Every HTTP error and failed request the page sees, from now on."""
+    failures: list[str] = []
+    page.on("response", lambda r: r.status >= 400 and failures.append(f"{r.status} {r.url} {r.headers}"))
+    page.on("requestfailed", lambda r: failures.append(f"failed {r.url} {r.failure}"))
+    return failures
+
+
+def scroll(page: Page, until: Callable[[], bool], steps: int = 3000) -> None:
+    """Wheel down the list until `until()` (or `steps` wheel turns, 30 ms apart)."""
+    for _ in range(steps):
+        if until():
+            return
+        page.mouse.wheel(0, 1500)
+        page.wait_for_timeout(30)
+
+
+def screen_ids(page: Page) -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all(ROWS, "rs => rs.map(r => r.dataset.id)")]
+
+
+def kill_app_server(master: psutil.Process) -> None:
+    """kill -9 one gunicorn app server: its master first (so it respawns nothing), then its workers."""
+    workers = master.children(recursive=True)
+    for process in (master, *workers):
+        with suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs([master, *workers], timeout=10)
