@@ -33,6 +33,7 @@ test: $(VENV)/.dev
 	scripts/ensure-patroni
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## test-browser: the browser tests; BASE_URL=http://host:port [API_TOKEN=...] runs them against a deployment
@@ -43,7 +44,7 @@ test-browser: $(VENV)/.dev
 		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 
 format: $(VENV)/.dev
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .

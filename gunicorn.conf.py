@@ -16,12 +16,16 @@ takes the response at full speed and feeds it to the client itself.
 """
 
 import multiprocessing
-import os
 
-bind = os.environ.get("BIND", "127.0.0.1:8000")
-workers = int(os.environ.get("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8)))
+from orders.settings import default_workers, load_or_exit
+
+# The same checked table as the app (a bad value: one line on stderr, exit status 2, before any
+# worker starts).
+_settings = load_or_exit()
+bind = _settings["BIND"]
+workers = _settings["WEB_CONCURRENCY"] or default_workers(multiprocessing.cpu_count())
 worker_class = "gthread"
-threads = int(os.environ.get("WEB_THREADS", 8))
+threads = _settings["WEB_THREADS"]
 # A worker whose main loop stops answering for this long is restarted (a real hang). With
 # gthread this does not limit how long a download may take. It must exceed 2 s per thread: the
 # main loop closes each finished connection itself, lingering up to 2 s while the client reads

@@ -67,7 +67,7 @@ BUSY_DONE = "() => document.getElementById('orders').getAttribute('aria-busy') =
 
 def _serve(rows: int, tmp: Path) -> Any:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from app import create_app
+    from orders.app import create_app
     from orders.db import make_engine, migrate
     from tests.live import LiveServer
 

@@ -159,7 +159,7 @@ def routing_cost(dbs: Databases, pages: int = 300, rounds: int = 5) -> dict[str,
     """Per cursor page, in process (Flask test client, one thread): the app reading standby1
     through the router (the WAL-position check, the REPEATABLE READ snapshot, the stamp) against
     the app with standby1 as its only database. Same node, same pages, interleaved rounds."""
-    from app import create_app
+    from orders.app import create_app
 
     routed = create_app(
         {

@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
-from orders.models import SORTS, Order
+from orders.models import Order
+from orders.sorts import SORTS
 from pagination import AFTER, CursorCodec, Position, filters_fingerprint
 
 LIMIT = 20
-NEWEST = SORTS["newest"]
+NEWEST = SORTS["newest"].keyset
 # The app's list with no status filter: ListRequest.filters is {"status": None}.
 FILTERS: dict[str, Any] = {"status": None}
 SECRET = "bench-secret-key-long-enough-for-production-use-0123456789"

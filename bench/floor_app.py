@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app import create_app
+from orders.app import create_app
 
 TRIVIAL_PATH = "/bench/trivial"
 

@@ -362,7 +362,7 @@ def profile(target: Target, codec: CursorCodec, *, requests: int) -> dict[str, A
 def _profile_path(target: Target, point: dict[str, Any], requests: int) -> dict[str, Any]:
     from pyinstrument import Profiler
 
-    from app import create_app
+    from orders.app import create_app
 
     path = point["path"]
     app = create_app({"DATABASE_URL": target.url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20})

@@ -21,12 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _healthy(base: str) -> bool:
     with suppress(OSError), urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
-        return response.status == 200
+        return bool(response.status == 200)
     return False
 
 

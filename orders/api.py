@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request, url_for
-from sqlalchemy import delete, text
+from sqlalchemy import CursorResult, delete, text
 
 from . import grammar
 from .auth import write_access
@@ -14,6 +14,7 @@ from .db import get_session
 from .errors import ApiError
 from .listing import ListRequest
 from .models import STATUSES, Order
+from .routes import list_read, unlimited
 from .serialize import order_json
 
 bp = Blueprint("api", __name__)
@@ -21,7 +22,7 @@ bp = Blueprint("api", __name__)
 try:  # gunicorn is how production serves the app, but the app must not need it
     from gunicorn.http.errors import ParseException as _GunicornParseError
 except ImportError:  # pragma: no cover
-    _GunicornParseError = ValueError  # type: ignore[assignment,misc]
+    _GunicornParseError = ValueError  # a stand-in class when gunicorn is absent
 BODY_READ_ERRORS = (OSError, ValueError, _GunicornParseError)
 
 MAX_ID = 2**63 - 1
@@ -39,6 +40,7 @@ def get_order_or_404(order_id: int) -> Order:
 
 
 @bp.get("/api/orders")
+@list_read
 def list_orders():  # type: ignore[no-untyped-def]
     listing = ListRequest.from_args(request.args, default_limit=20)
     page = listing.page(get_session(), current_app.extensions["cursor_codec"])
@@ -161,7 +163,8 @@ def delete_order(order_id: int):  # type: ignore[no-untyped-def]
     session = get_session()
     deleted = 0
     if 1 <= order_id <= MAX_ID:
-        deleted = session.execute(delete(Order).where(Order.id == order_id)).rowcount
+        result: CursorResult[Any] = session.execute(delete(Order).where(Order.id == order_id))  # type: ignore[assignment]  # a DELETE gives a CursorResult
+        deleted = result.rowcount
         session.commit()
     if not deleted:
         raise not_found(order_id)
@@ -169,6 +172,7 @@ def delete_order(order_id: int):  # type: ignore[no-untyped-def]
 
 
 @bp.get("/healthz")
+@unlimited
 def healthz():  # type: ignore[no-untyped-def]
     get_session().execute(text("SELECT 1"))  # a database error becomes 503 in errors.py
     return jsonify(status="ok")

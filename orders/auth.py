@@ -21,11 +21,6 @@ from .errors import ApiError
 REALM = "orders"
 
 
-def parse_tokens(value: str | None) -> tuple[str, ...]:
-    """API_TOKENS as configured: comma-separated, surrounding spaces ignored, empty items dropped."""
-    return tuple(token.strip() for token in (value or "").split(",") if token.strip())
-
-
 def _presented_token() -> str | None:
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")

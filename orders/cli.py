@@ -1,10 +1,20 @@
-"""Flask CLI commands: init-db, seed, export. Each wraps a plain function that tests call."""
+"""Flask CLI commands: init-db, seed, export. Each wraps a plain function that tests call.
+
+Each behaves like a tool: a failure it can explain (a bad setting, a database that refuses or
+does not exist, a missing migration, a file it cannot write) is one line on stderr and a
+non-zero exit status; the traceback only with --traceback or FLASK_DEBUG=1. The commands run on
+an engine of their own without the web's STATEMENT_TIMEOUT_MS: a seed or an export is one
+operator's deliberate job, not a request that must not hold the database.
+"""
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -13,27 +23,91 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from tqdm import tqdm
 from werkzeug.datastructures import MultiDict
 
 from pagination import PaginationError
 
-from .db import migrate
+from .db import make_engine, migrate
 from .export import EXPORT_BATCH_SIZE, csv_header, csv_text, export_batches, snapshot
 from .listing import InvalidParameter, ListRequest
-from .models import SORTS, STATUSES, Order
+from .models import STATUSES, Order
 from .seed import seed_orders
+from .settings import SettingsError
+from .sorts import SORTS
+
+
+def _cli_engine() -> Any:
+    """The commands' engine: the app's database without the web's statement timeout."""
+    if "cli_engine" not in current_app.extensions:
+        current_app.extensions["cli_engine"] = make_engine(current_app.config["DATABASE_URL"])
+    return current_app.extensions["cli_engine"]
 
 
 def _session() -> Any:
-    return current_app.extensions["sessionmaker"]()
+    from sqlalchemy.orm import Session
+
+    return Session(_cli_engine(), expire_on_commit=False)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "orig", None) or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _where() -> str:
+    try:
+        return make_url(current_app.config["DATABASE_URL"]).render_as_string(hide_password=True)
+    except Exception:  # no app context (the settings themselves were bad)
+        return "the database"
+
+
+def explained(err: BaseException) -> str | None:
+    """The one line an operator needs for a failure the commands know, or None (a bug: shown
+    with its traceback)."""
+    from alembic.util import CommandError
+
+    if isinstance(err, SettingsError):
+        return str(err)
+    if isinstance(err, CommandError):
+        return f"migrations: {_first_line(err)} (is this database from a newer version of the app?)"
+    if isinstance(err, OperationalError):  # refused, unknown database, authentication, timeout
+        return f"cannot use {_where()}: {_first_line(err)}"
+    if isinstance(err, SQLAlchemyError):
+        return f"database error at {_where()}: {_first_line(err)}"
+    if isinstance(err, OSError):
+        return f"{err.strerror or err}: {getattr(err, 'filename', '') or ''}".rstrip(": ")
+    return None
+
+
+def tool(command: Callable[..., Any]) -> Callable[..., Any]:
+    """One line and exit status 1 for an explained failure; --traceback (or FLASK_DEBUG=1) shows
+    the traceback instead. Put between @click.command and @with_appcontext, so a bad setting
+    met while loading the app is caught too."""
+
+    @click.option("--traceback", "show_traceback", is_flag=True, help="Show the traceback of a failure.")
+    @functools.wraps(command)
+    def run(*args: Any, show_traceback: bool, **kwargs: Any) -> Any:
+        debug = show_traceback or os.environ.get("FLASK_DEBUG", "").lower() in ("1", "true", "yes")
+        try:
+            return command(*args, **kwargs)
+        except Exception as err:
+            line = None if debug else explained(err)
+            if line is None:
+                raise
+            raise click.ClickException(line) from None
+
+    return run
 
 
 @click.command("init-db")
+@tool
 @with_appcontext
 def init_db_command() -> None:
     """Create or upgrade the schema to the newest migration (safe to run again)."""
-    migrate(current_app.extensions["engine"])
+    migrate(_cli_engine())
     click.echo("database is at the newest migration")
 
 
@@ -41,6 +115,7 @@ def init_db_command() -> None:
 @click.option("--rows", default=300_000, show_default=True, help="How many orders to insert.")
 @click.option("--per-minute", default=3, show_default=True, help="Orders sharing each minute.")
 @click.option("--if-empty", is_flag=True, help="Seed only when the orders table is empty.")
+@tool
 @with_appcontext
 def seed_command(rows: int, per_minute: int, if_empty: bool) -> None:
     """Insert demo orders, several per minute (equal timestamps are the realistic case)."""
@@ -74,6 +149,7 @@ class _StopFlag:
 @click.option("--raw", is_flag=True,
               help="Write customer names exactly as stored: no ' before a leading =, +, -, @, tab or CR "
                    "(unsafe to open in a spreadsheet).")  # fmt: skip
+@tool
 @with_appcontext
 def export_command(
     sort: str,
@@ -140,3 +216,10 @@ def init_app(app: Flask) -> None:
     # app.test_cli_runner() and any other caller of app.cli need the command to do it.
     for command in (init_db_command, seed_command, export_command):
         app.cli.add_command(command)
+
+    @app.teardown_appcontext
+    def _close_cli_engine(_exc: BaseException | None) -> None:
+        # A command's engine lives for its one command (the context it ran in).
+        engine = app.extensions.pop("cli_engine", None)
+        if engine is not None:
+            engine.dispose()

@@ -80,7 +80,8 @@ def get_session() -> Session:
         from flask import current_app
 
         g.db_session = current_app.extensions["sessionmaker"]()
-    return g.db_session
+    session: Session = g.db_session
+    return session
 
 
 def close_session(_exc: BaseException | None = None) -> None:

@@ -222,7 +222,8 @@ def retryable(err: BaseException) -> bool:
         return sqlstate.startswith("08") or sqlstate in _PG_RETRYABLE
     if driver.startswith("pymysql"):
         # PyMySQL's SQLSTATE is mostly the catch-all HY000: the error number says what happened.
-        code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
+        args = getattr(orig, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
         return code in _MYSQL_RETRYABLE
     if isinstance(orig, sqlite3.Error):
         return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) in _SQLITE_RETRYABLE

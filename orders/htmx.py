@@ -26,7 +26,9 @@ class Kind(enum.Enum):
 
 
 def classify(headers: Mapping[str, str] | None = None) -> Kind:
-    headers = request.headers if headers is None else headers
+    if headers is None:
+        headers = request.headers  # type: ignore[assignment]  # werkzeug's Headers reads like a Mapping
+    assert headers is not None
     if headers.get("HX-History-Restore-Request") == "true":
         return Kind.HISTORY_RESTORE
     if headers.get("HX-Request") != "true":

@@ -13,18 +13,12 @@ from decimal import Decimal
 from typing import Any
 
 from .listing import InvalidParameter
+from .sorts import SORTS
 
 MAX_NAME = 64
 _AMOUNT = re.compile(r"[0-9]{1,10}(\.[0-9]{1,2})?")
 # What an <input type="datetime-local"> or a person sends: a date, optionally a time.
 _WHEN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?)?")
-# What each sort's control asks for (orders.html shows it as the field's label).
-LABELS = {
-    "newest": "Go to date and time",
-    "oldest": "Go to date and time",
-    "amount": "Go to amount",
-    "customer": "Go to customer name",
-}
 
 
 def single(args: Any, name: str) -> str | None:
@@ -39,13 +33,14 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
     raw = raw.strip()
     if not raw:
         raise InvalidParameter("to is empty: give a value to go to")
-    if sort in ("newest", "oldest"):
+    spec = SORTS[sort]
+    if spec.goto == "datetime":
         when = _when(raw, tz_offset)
-        if sort == "newest" and "T" not in raw and " " not in raw:
+        if spec.keyset.columns[0].descending and "T" not in raw and " " not in raw:
             # A date alone means that whole day: newest first, the day starts at its last moment.
             when += dt.timedelta(days=1, microseconds=-1)
         return when
-    if sort == "amount":
+    if spec.goto == "amount":
         if not (raw.isascii() and _AMOUNT.fullmatch(raw)):
             raise InvalidParameter(f"to must be an amount like 120 or 120.50 for this sort, not {raw[:40]!r}")
         return Decimal(raw)

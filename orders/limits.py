@@ -19,41 +19,34 @@ from flask_limiter import ApplicationLimit, Limiter, RateLimitExceeded
 from flask_limiter.util import get_remote_address
 
 from .errors import ApiError, error_response
+from .routes import is_unlimited
 
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-# Not limited: load balancers and monitors ask for health every few seconds from one address,
-# and static files are cheap and cached by the browser.
-EXEMPT_ENDPOINTS = {"api.healthz", "replicas.nodes", "static"}
 
-DEFAULTS = {
-    # A reader scrolling fast loads a fragment a second or two; an API client paging an export
-    # by hand a few pages a second. 1200 a minute is far above both and far below a flood.
-    "RATELIMIT_READS": "1200 per minute",
-    # Orders are created by people and integrations, not in bulk through this API.
-    "RATELIMIT_WRITES": "60 per minute",
-    "RATELIMIT_STORAGE_URI": "memory://",
-    # A moving window: no burst of twice the limit across a window boundary.
-    "RATELIMIT_STRATEGY": "moving-window",
-    "RATELIMIT_KEY_PREFIX": "orders",
-}
+# The budgets, the storage and the key prefix are settings (orders/settings.py, RATELIMIT_*).
+# A moving window: no burst of twice the limit across a window boundary.
+STRATEGY = "moving-window"
 
 
 def _reads() -> str:
-    return current_app.config["RATELIMIT_READS"]
+    reads: str = current_app.config["RATELIMIT_READS"]
+    return reads
 
 
 def _writes() -> str:
-    return current_app.config["RATELIMIT_WRITES"]
+    writes: str = current_app.config["RATELIMIT_WRITES"]
+    return writes
 
 
 def _exempt() -> bool:
-    return request.endpoint in EXEMPT_ENDPOINTS
+    # Health routes say so at the route (orders/routes.py); static files are cheap and cached.
+    return request.endpoint == "static" or is_unlimited(
+        current_app.view_functions.get(request.endpoint or "")
+    )
 
 
 def init_app(app: Flask) -> Limiter:
-    for name, value in DEFAULTS.items():
-        app.config.setdefault(name, value)
     # One Limiter per app (not a module-level one): its storage belongs to the app, so two apps
     # in one process (tests, or two configurations) never share counters by accident.
     limiter = Limiter(
@@ -63,7 +56,7 @@ def init_app(app: Flask) -> Limiter:
             ApplicationLimit(_writes, scope="writes", methods=WRITE_METHODS, exempt_when=_exempt),
         ],
         storage_uri=app.config["RATELIMIT_STORAGE_URI"],
-        strategy=app.config["RATELIMIT_STRATEGY"],
+        strategy=STRATEGY,
         key_prefix=app.config["RATELIMIT_KEY_PREFIX"],
         # A Redis that stops answering must not take the app down with it: count in memory
         # meanwhile (logged by Flask-Limiter), per process, until Redis is back.

@@ -11,9 +11,11 @@ from werkzeug.datastructures import MultiDict
 
 from pagination import CursorCodec, Keyset, Page, paginate
 
-from .models import DEFAULT_SORT, SORTS, STATUSES, Order
+from .models import STATUSES, Order
+from .settings import MAX_PAGE_SIZE
+from .sorts import DEFAULT_SORT, SORTS, Sort
 
-MAX_LIMIT = 100
+MAX_LIMIT = MAX_PAGE_SIZE
 
 
 class InvalidParameter(ValueError):
@@ -72,8 +74,12 @@ class ListRequest:
         return cls(sort, status, limit, after, before)
 
     @property
-    def keyset(self) -> Keyset:
+    def sort_spec(self) -> Sort:
         return SORTS[self.sort]
+
+    @property
+    def keyset(self) -> Keyset:
+        return SORTS[self.sort].keyset
 
     @property
     def filters(self) -> dict[str, Any]:
@@ -86,7 +92,7 @@ class ListRequest:
         stmt = select(Order.__table__)
         if self.status is not None:
             stmt = stmt.where(Order.status == self.status)
-            if self.sort in ("newest", "oldest"):
+            if self.sort_spec.status_index:
                 stmt = with_status_index_hint(stmt)
         return stmt
 

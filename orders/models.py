@@ -1,4 +1,4 @@
-"""The Order model, its indexes (one per sort, each ending in id) and the named sorts."""
+"""The Order model and its indexes (one per sort of orders/sorts.py, each ending in id)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from decimal import Decimal
 
 from sqlalchemy import Identity, Index, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from pagination import Keyset
 
 from .types import BigId, Money, UTCDateTime
 
@@ -53,15 +51,3 @@ class Order(Base):
             f"<Order {self.id} {self.customer!r} {self.amount} {self.status} "
             f"{self.created_at:%Y-%m-%dT%H:%M:%S.%fZ}>"
         )
-
-
-SORTS: dict[str, Keyset] = {
-    keyset.name: keyset
-    for keyset in (
-        Keyset("newest", Order.created_at.desc(), Order.id.desc()),
-        Keyset("oldest", Order.created_at.asc(), Order.id.asc()),
-        Keyset("amount", Order.amount.desc(), Order.id.desc()),
-        Keyset("customer", Order.customer.asc(), Order.id.asc()),
-    )
-}
-DEFAULT_SORT = "newest"

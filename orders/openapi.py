@@ -9,7 +9,8 @@ from flask import Blueprint, jsonify
 from .errors import ERRORS
 from .grammar import AMOUNT, MAX_AMOUNT
 from .listing import MAX_LIMIT
-from .models import CUSTOMER_MAX_LENGTH, DEFAULT_SORT, SORTS, STATUSES
+from .models import CUSTOMER_MAX_LENGTH, STATUSES
+from .sorts import DEFAULT_SORT, SORTS
 
 bp = Blueprint("openapi", __name__)
 
@@ -77,7 +78,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"$ref": f"#/components/responses/Error{status}"} for status in statuses}
 
 
-_WRITE_SECURITY = [{"bearerToken": []}]
+_WRITE_SECURITY: list[dict[str, list[str]]] = [{"bearerToken": []}]
 
 
 _ORDER_ID = {

@@ -49,14 +49,10 @@ from pagination import PaginationError
 
 from .db import get_session, make_engine
 from .errors import ApiError
+from .routes import read_kind, unlimited
 
 log = logging.getLogger(__name__)
 
-# The requests that read lists; everything else (writes, one order, health) stays on the primary.
-READ_ENDPOINTS = frozenset({"web.orders", "web.new_orders", "web.export_csv", "api.list_orders"})
-# Reads whose session must stay on a replica beyond the request (the export streams) skip the
-# per-page snapshot: a long REPEATABLE READ transaction on a standby holds back replay.
-STREAMING_ENDPOINTS = frozenset({"web.export_csv"})
 COOKIE = "read_after_lsn"
 HEADER = "Read-After-LSN"
 # How long cached replica positions are trusted before a request refreshes them. Stale values are
@@ -336,7 +332,7 @@ class Router:
                 if need is None or best.replay >= need:
                     return best
             if time.monotonic() > deadline:
-                raise ApiError(503, "unavailable", "the database is not answering; retry in a few seconds")
+                raise ApiError("unavailable", "the database is not answering; retry in a few seconds")
             time.sleep(0.05)
 
 
@@ -363,7 +359,9 @@ def _client_lsn() -> int | None:
 
 
 def _route_read() -> None:
-    if request.method == "GET" and request.endpoint in READ_ENDPOINTS:
+    # Only list reads (declared at their routes, orders/routes.py) go to the replicas;
+    # everything else (writes, one order, health) stays on the primary.
+    if request.method == "GET" and request.endpoint in current_app.extensions["list_reads"]:
         _begin_read(exclude=set())
 
 
@@ -378,7 +376,7 @@ def _begin_read(exclude: set[str]) -> None:
     # page: only a replica within REPLICA_MAX_LAG_MS may read it.
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
-    streaming = request.endpoint in STREAMING_ENDPOINTS
+    streaming = current_app.extensions["list_reads"][request.endpoint] == "stream"
     node = router.choose(need, first_page=first_page, exclude=exclude)
     fresh_retry = True
     while True:
@@ -463,7 +461,7 @@ def _remember_write(response: Response) -> None:
     response.headers[HEADER] = lsn
     # Not signed: a client can only change where its own reads go, at worst to the primary.
     max_age = max(60, int(current_app.config["REPLICA_MAX_LAG_MS"] / 1000) * 2)
-    response.set_cookie(COOKIE, lsn, max_age=max_age, httponly=True, samesite="Lax")
+    response.set_cookie(COOKIE, str(lsn), max_age=max_age, httponly=True, samesite="Lax")
 
 
 # --- state for operators and load balancers ---------------------------------------------------
@@ -472,6 +470,7 @@ bp = Blueprint("replicas", __name__)
 
 
 @bp.get("/healthz/nodes")
+@unlimited
 def nodes():  # type: ignore[no-untyped-def]
     """This app process's view of the database nodes, from its cache (no query).
 
@@ -533,5 +532,7 @@ def init_app(app: Flask) -> None:
     )
     app.before_request(_route_read)
     app.after_request(_after)
-    for endpoint in READ_ENDPOINTS:
+    reads = {e: kind for e, view in app.view_functions.items() if (kind := read_kind(view))}
+    app.extensions["list_reads"] = reads
+    for endpoint in reads:
         app.view_functions[endpoint] = _retry_elsewhere(app.view_functions[endpoint])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, text
+from sqlalchemy import Table, insert, text
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
@@ -23,6 +23,7 @@ CUSTOMERS = [
 # Weighted like a real shop: most orders are paid or shipped.
 STATUS_CYCLE = ["paid", "shipped", "paid", "pending", "shipped", "paid", "cancelled", "shipped"]
 BATCH_SIZE = 10_000
+PG_BATCH_SIZE = 50_000
 assert set(STATUS_CYCLE) == set(STATUSES)
 
 
@@ -45,8 +46,18 @@ def generate_rows(
         }
 
 
-def _seed_postgresql(session: Session, rows: int, per_minute: int, now: dt.datetime | None) -> None:
-    # The fast path: PostgreSQL generates the rows itself, one statement, no round trips.
+def _seed_postgresql(session: Session, rows: int, per_minute: int, now: dt.datetime | None, bar: Any) -> None:
+    # The fast path: PostgreSQL generates the rows itself, no round trips; in slices of
+    # PG_BATCH_SIZE, so progress shows and no one statement runs for long.
+    for low in range(0, rows, PG_BATCH_SIZE):
+        high = min(rows, low + PG_BATCH_SIZE) - 1
+        _seed_postgresql_slice(session, rows, per_minute, now, low, high)
+        bar.update(high - low + 1)
+
+
+def _seed_postgresql_slice(
+    session: Session, rows: int, per_minute: int, now: dt.datetime | None, low: int, high: int
+) -> None:
     session.execute(
         text(
             """
@@ -55,7 +66,7 @@ def _seed_postgresql(session: Session, rows: int, per_minute: int, now: dt.datet
                    ((g * 7919) % 99991 + 100) / 100.0,
                    (CAST(:statuses AS text[]))[1 + (g * 13) % :n_statuses],
                    CAST(:start AS timestamptz) - make_interval(mins => ((:rows - 1 - g) / :per_minute)::int)
-            FROM generate_series(0, CAST(:rows AS bigint) - 1) AS g
+            FROM generate_series(CAST(:low AS bigint), CAST(:high AS bigint)) AS g
             """
         ),
         {
@@ -66,6 +77,8 @@ def _seed_postgresql(session: Session, rows: int, per_minute: int, now: dt.datet
             "start": _start(now),
             "rows": rows,
             "per_minute": per_minute,
+            "low": low,
+            "high": high,
         },
     )
 
@@ -81,14 +94,14 @@ def seed_orders(
     """Insert `rows` orders ending at `now`, `per_minute` sharing each minute, and commit."""
     if rows <= 0:
         return
-    if session.get_bind().dialect.name == "postgresql":
-        _seed_postgresql(session, rows, per_minute, now)
-        session.commit()
-        return
-    # Elsewhere: batched executemany (PyMySQL folds each batch into multi-row INSERTs).
-    table = Order.__table__
+    table = cast(Table, Order.__table__)  # declared as FromClause; a mapped class has a Table
     batch: list[dict[str, Any]] = []
     with tqdm(total=rows, unit="rows", disable=not progress, desc="seeding") as bar:
+        if session.get_bind().dialect.name == "postgresql":
+            _seed_postgresql(session, rows, per_minute, now, bar)
+            session.commit()
+            return
+        # Elsewhere: batched executemany (PyMySQL folds each batch into multi-row INSERTs).
         for row in generate_rows(rows, per_minute=per_minute, now=now):
             batch.append(row)
             if len(batch) == BATCH_SIZE:

@@ -71,7 +71,7 @@ class Money(TypeDecorator[Decimal]):
             return None
         if dialect.name == "sqlite":
             return (Decimal(int(value)) / 100).quantize(Decimal("0.01"))
-        return value  # NUMERIC(12, 2) already comes back as a Decimal with two places
+        return Decimal(value)  # NUMERIC(12, 2) already comes back as a Decimal with two places
 
     @property
     def python_type(self) -> type:

@@ -17,6 +17,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.blueprints import BlueprintSetupState
 from markupsafe import Markup
 
 from pagination import Page, paginate, start_at
@@ -27,9 +28,18 @@ from .db import get_session
 from .errors import ApiError
 from .export import csv_chunks, export_batches
 from .listing import InvalidParameter, ListRequest, parse_int
+from .models import STATUSES
+from .routes import list_read, streaming_read
 from .serialize import iso_utc
+from .sorts import SORTS
 
 bp = Blueprint("web", __name__)
+
+
+@bp.record_once
+def _template_globals(state: BlueprintSetupState) -> None:
+    # The Sort and Status controls list what the registries hold (set once, not per render).
+    state.app.jinja_env.globals.update(sorts=list(SORTS.values()), statuses=STATUSES)
 
 
 @bp.app_template_filter("money")
@@ -64,7 +74,7 @@ def index():  # type: ignore[no-untyped-def]
 
 def _position(listing: ListRequest, row: object) -> str:
     """An inclusive `after` cursor at `row`'s whole key: the list opened there starts with it."""
-    keys = [getattr(row, column.expr.key) for column in listing.keyset.columns]
+    keys = [getattr(row, str(column.expr.key)) for column in listing.keyset.columns]
     return start_at(
         listing.keyset,
         keys,
@@ -115,6 +125,7 @@ def _jump(listing: ListRequest, to: str):  # type: ignore[no-untyped-def]
 
 
 @bp.get("/orders")
+@list_read
 def orders():  # type: ignore[no-untyped-def]
     cfg = current_app.config
     listing = ListRequest.from_args(request.args, default_limit=cfg["PAGE_SIZE"])
@@ -153,12 +164,13 @@ def orders():  # type: ignore[no-untyped-def]
         and not page.prev_cursor
         and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
         "max_rows": cfg["MAX_ROWS_IN_PAGE"],
-        "jump_label": jump.LABELS[listing.sort],
+        "jump_label": listing.sort_spec.goto_label,
     }
     return render_template("_rows.html" if fragment else "orders.html", **context)
 
 
 @bp.get("/orders/new")
+@list_read
 def new_orders():  # type: ignore[no-untyped-def]
     """How many orders arrived above the first row shown (capped): the "N new orders" banner."""
     listing = ListRequest.from_args(request.args, default_limit=NEW_ORDERS_CAP)
@@ -211,6 +223,7 @@ def order_detail(order_id: int):  # type: ignore[no-untyped-def]
 
 
 @bp.get("/orders/export.csv")
+@streaming_read
 def export_csv():  # type: ignore[no-untyped-def]
     """The whole (filtered) list as CSV, streamed in keyset batches in constant memory."""
     listing = ListRequest.from_args(request.args, default_limit=20)

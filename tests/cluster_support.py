@@ -22,8 +22,9 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from devtools.cluster import Cluster, ClusterUnavailable, cluster
-from orders.models import SORTS, Order
+from orders.models import Order
 from orders.replicas import parse_lsn
+from orders.sorts import KEYSETS
 
 from .databases import unavailable
 from .fixtures import SECRET
@@ -81,7 +82,7 @@ def served(response: requests.Response) -> tuple[str, int | None]:
 
 def expected_ids(engine: Engine, sort: str = "newest") -> list[int]:
     with Session(engine) as session:
-        return list(session.scalars(select(Order.id).order_by(*SORTS[sort].order_by())))
+        return list(session.scalars(select(Order.id).order_by(*KEYSETS[sort].order_by())))
 
 
 class Walk:

@@ -14,7 +14,7 @@ from flask import Flask
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
 
-from app import create_app
+from orders.app import create_app
 from orders.db import make_engine, migrate
 from orders.models import Order
 

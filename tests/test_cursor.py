@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orders.models import SORTS, Order
+from orders.models import Order
+from orders.sorts import KEYSETS
 from pagination import (
     AFTER,
     BEFORE,
@@ -290,7 +291,7 @@ def test_any_text_is_refused_with_invalid_cursor_only(text):
 
 
 def test_cursor_for_another_sort_direction_or_filters_is_a_mismatch():
-    keyset = SORTS["newest"]
+    keyset = KEYSETS["newest"]
     fingerprint = filters_fingerprint({"status": None})
     ok = codec.decode(make([VALUES[0], 1], filters={"status": None}))
     keyset.check(ok, direction=AFTER, filters=fingerprint)
@@ -305,7 +306,7 @@ def test_cursor_for_another_sort_direction_or_filters_is_a_mismatch():
 
 
 def test_cursor_with_wrong_key_types_for_the_sort_is_invalid():
-    keyset = SORTS["newest"]
+    keyset = KEYSETS["newest"]
     wrong = codec.decode(make(["not a time", 1]))
     with pytest.raises(InvalidCursor, match="does not fit"):
         keyset.check(wrong, direction=AFTER, filters=filters_fingerprint(None))
@@ -364,10 +365,10 @@ def test_keyset_accepts_mixed_directions_and_plain_columns():
 def test_signed_cursor_with_keys_the_columns_cannot_hold_is_invalid(keys):
     position = codec.decode(make(keys))
     with pytest.raises(InvalidCursor, match="does not fit"):
-        SORTS["newest"].check(position, direction=AFTER, filters=filters_fingerprint(None))
+        KEYSETS["newest"].check(position, direction=AFTER, filters=filters_fingerprint(None))
     too_big = codec.decode(make([Decimal("1E+10"), 1], sort="amount"))  # NUMERIC(12, 2) holds < 1E+10
     with pytest.raises(InvalidCursor, match="does not fit"):
-        SORTS["amount"].check(too_big, direction=AFTER, filters=filters_fingerprint(None))
+        KEYSETS["amount"].check(too_big, direction=AFTER, filters=filters_fingerprint(None))
     long_name = codec.decode(make(["x" * 65, 1], sort="customer"))
     with pytest.raises(InvalidCursor, match="does not fit"):
-        SORTS["customer"].check(long_name, direction=AFTER, filters=filters_fingerprint(None))
+        KEYSETS["customer"].check(long_name, direction=AFTER, filters=filters_fingerprint(None))

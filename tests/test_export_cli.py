@@ -29,8 +29,9 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
-from orders.models import SORTS, Order
+from orders.models import Order
 from orders.seed import seed_orders
+from orders.sorts import KEYSETS
 
 from .databases import ENGINES, throwaway_database
 from .fixtures import SECRET, make_app
@@ -170,7 +171,7 @@ def writes_during_export(url: str, *args: str) -> tuple[list[int], list[int], li
     30 older still: both at the tail, which the export reads last.
     Returns (ids before the writes, ids exported, ids deleted, ids inserted)."""
     engine = make_engine(url)
-    newest = SORTS["newest"].order_by()
+    newest = KEYSETS["newest"].order_by()
     with Session(engine) as session:
         before = list(session.scalars(select(Order.id).order_by(*newest)))
     process = export(url, "--batch-size", "50", *args, stdout=subprocess.PIPE)

@@ -31,8 +31,9 @@ from werkzeug.wrappers import Request
 
 from orders.db import make_engine, migrate
 from orders.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
-from orders.models import CUSTOMER_MAX_LENGTH, SORTS, STATUSES
+from orders.models import CUSTOMER_MAX_LENGTH, STATUSES
 from orders.serialize import CSV_COLUMNS
+from orders.sorts import KEYSETS
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
 from .databases import ENGINES, throwaway_database
@@ -131,7 +132,7 @@ def positions(
     draw: st.DrawFn, sort: str | None = None, direction: str | None = None, status: str | None = ""
 ) -> Position:
     """A position any page of this app could have handed out: in-range keys of the right types."""
-    sort = sort or draw(st.sampled_from(list(SORTS)))
+    sort = sort or draw(st.sampled_from(list(KEYSETS)))
     if status == "":
         status = draw(st.sampled_from([None, *STATUSES]))
     return Position(
@@ -284,7 +285,7 @@ def number_texts(low: int, high: int) -> st.SearchStrategy[str | bytes]:
 
 
 VALUE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
-    "sort": junk(["", *SORTS]),
+    "sort": junk(["", *KEYSETS]),
     "status": junk(["", *STATUSES]),
     "limit": number_texts(1, 100),
     "page": number_texts(1, 1_000_000),
@@ -342,7 +343,7 @@ def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
         if len(args.getlist(name)) > 1:
             problems.add("invalid_parameter")
     sort, status = args.get("sort") or "newest", args.get("status") or None
-    if sort not in SORTS or (status is not None and status not in STATUSES):
+    if sort not in KEYSETS or (status is not None and status not in STATUSES):
         problems.add("invalid_parameter")
     if "limit" in args and not _valid_int(args["limit"], 1, 100):
         problems.add("invalid_parameter")
@@ -429,7 +430,7 @@ def test_random_queries_get_a_documented_answer(fuzz_app: Flask, target: str) ->
 @st.composite
 def cursor_queries(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """Valid sort, status and limit; exactly one cursor parameter: the cursor decides alone."""
-    sort = draw(st.sampled_from(list(SORTS)))
+    sort = draw(st.sampled_from(list(KEYSETS)))
     status = draw(st.sampled_from(["", *STATUSES]))
     direction = draw(st.sampled_from([AFTER, BEFORE]))
     # Half the time a genuine cursor that fits the request, which must page normally.
@@ -466,7 +467,7 @@ def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask,
     """Cursors the server itself handed out, replayed with every other sort, status and direction."""
     client = fuzz_app.test_client()
     issued = []
-    for sort in SORTS:
+    for sort in KEYSETS:
         for status in ["", "paid"]:
             body = client.get("/api/orders", query_string={"sort": sort, "status": status, "limit": 5}).json
             after = body["next_cursor"]
@@ -476,7 +477,7 @@ def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask,
             ).json["prev_cursor"]
             issued.append((before, (sort, BEFORE, status)))
     for cursor, (sort, direction, status) in issued:
-        for other_sort in SORTS:
+        for other_sort in KEYSETS:
             for other_status in ["", "paid", "shipped"]:
                 for other_direction in (AFTER, BEFORE):
                     query = f"sort={other_sort}&status={other_status}&{other_direction}={cursor}"
@@ -726,7 +727,7 @@ any_key = st.one_of(
 
 @st.composite
 def odd_cursors(draw: st.DrawFn) -> tuple[str, str]:
-    sort = draw(st.sampled_from(list(SORTS)))
+    sort = draw(st.sampled_from(list(KEYSETS)))
     keys = draw(
         st.one_of(st.tuples(any_key, any_key), st.tuples(FIRST_KEY[sort], any_key), st.lists(any_key))
     )

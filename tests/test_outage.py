@@ -29,7 +29,8 @@ from sqlalchemy.orm import Session
 
 from devtools.gunicorn import free_port
 from orders.db import make_engine, migrate
-from orders.models import SORTS, STATUSES, Order
+from orders.models import STATUSES, Order
+from orders.sorts import KEYSETS
 
 from .databases import unavailable
 from .fixtures import make_app
@@ -154,7 +155,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         ],
     )
     with Session(engine) as session:
-        expected = list(session.scalars(select(Order.id).order_by(*SORTS["newest"].order_by())))
+        expected = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
     engine.dispose()
 
     app = make_app(cluster.url, AUTO_PAGES=1000)

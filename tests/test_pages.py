@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from app import create_app
+from orders.app import create_app
+from orders.settings import SettingsError
 
 from .fixtures import make_app
 from .helpers import delete_orders, seed_ties
@@ -163,10 +164,10 @@ def test_database_down_is_503_with_retry_after(tmp_path):
 def test_production_refuses_to_start_without_a_real_secret(monkeypatch):
     monkeypatch.setenv("APP_ENV", "production")
     monkeypatch.delenv("SECRET_KEY", raising=False)
-    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+    with pytest.raises(SettingsError, match="SECRET_KEY"):
         create_app()
     monkeypatch.setenv("SECRET_KEY", "short")
-    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+    with pytest.raises(SettingsError, match="SECRET_KEY"):
         create_app()
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from orders.models import SORTS, STATUSES, Order
+from orders.models import STATUSES, Order
+from orders.sorts import KEYSETS
 from pagination import Keyset, iterate
 
 from .fixtures import clear
@@ -21,7 +22,7 @@ from .helpers import BASE, add_orders, delete_orders, get_page, py_key, statemen
 
 # Mixed directions over three columns: exercises the expanded seek form on every engine.
 MIXED = Keyset("mixed", Order.amount.desc(), Order.customer.asc(), Order.id.asc())
-ALL_SORTS = [*SORTS.values(), MIXED]
+ALL_SORTS = [*KEYSETS.values(), MIXED]
 
 # Few distinct values, so most rows tie on the leading sort column: more equal timestamps
 # than a page holds is exactly where offset- and naive keyset-paging go wrong.
@@ -215,7 +216,7 @@ def test_cursor_row_equal_only_by_collation_is_not_shown_again(engine, codec):
     assert engine.dialect.name == "mysql"
     clear(engine)
     ids = add_orders(engine, [(BASE, name, Decimal("1.00"), "paid") for name in ["ana"] * 3 + ["bia"] * 3])
-    keyset = SORTS["customer"]
+    keyset = KEYSETS["customer"]
     first = get_page(engine, keyset, codec, 2, None)
     cursor_row = first.items[-1].id
     with Session(engine) as session:

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
 from orders.listing import ListRequest
-from orders.models import SORTS
 from orders.seed import seed_orders
+from orders.sorts import KEYSETS
 from pagination import (
     AFTER,
     BEFORE,
@@ -117,7 +117,7 @@ START_AT = "start_at"
 
 @pytest.mark.parametrize(("sort", "status", "direction"), CASES)
 def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, direction, capsys):
-    keyset = SORTS[sort]
+    keyset = KEYSETS[sort]
     # The app's own statement, index hints included.
     stmt = ListRequest(sort, status, LIMIT, None, None).statement()
     position_stmt = (
@@ -155,7 +155,7 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
 
 @pytest.mark.parametrize("direction", [AFTER, BEFORE])
 def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direction, capsys):
-    keyset = SORTS["newest"]
+    keyset = KEYSETS["newest"]
     stmt = ListRequest("newest", None, LIMIT, None, None).statement()
     with Session(big) as session:
         keys = tuple(

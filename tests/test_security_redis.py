@@ -16,7 +16,7 @@ import pytest
 import redis
 from flask import Flask
 
-from app import create_app
+from orders.app import create_app
 
 from .databases import unavailable
 from .fixtures import API_TOKEN, AUTH, SECRET, migrated

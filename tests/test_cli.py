@@ -1,0 +1,97 @@
+"""The flask commands behave like tools: a failure is one line on stderr and a non-zero exit, the
+traceback only when asked for; the seed is not bound by the web's statement timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from devtools.gunicorn import free_port
+from orders.db import make_engine
+from orders.models import Order
+
+from .databases import SERVER_URLS, throwaway_database
+from .fixtures import SECRET
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def flask(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in ("APP_ENV", "FLASK_DEBUG")}
+    environment.update(DATABASE_URL=url, SECRET_KEY=SECRET, **env)
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def _postgres_server() -> str:
+    return SERVER_URLS["postgresql"].rsplit("/", 1)[0]
+
+
+@pytest.mark.parametrize("command", [["init-db"], ["seed", "--rows", "10"], ["export"]])
+def test_a_database_that_refuses_is_one_line(command: list[str]) -> None:
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/orders"  # nothing listens there
+    line = one_line(flask(url, *command), "cannot use", "127.0.0.1")
+    assert "refused" in line.lower() or "connect" in line.lower()
+
+
+def test_an_unknown_database_is_one_line_and_traceback_on_request() -> None:
+    url = f"{_postgres_server()}/no_such_database_{os.getpid()}"
+    one_line(flask(url, "init-db"), "no_such_database")
+    shown = flask(url, "init-db", "--traceback")
+    assert shown.returncode != 0 and "Traceback" in shown.stderr
+    assert "Traceback" in flask(url, "init-db", FLASK_DEBUG="1").stderr
+
+
+def test_a_database_from_a_newer_version_is_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    assert flask(url, "init-db").returncode == 0
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    engine.dispose()
+    one_line(flask(url, "init-db"), "migrations", "9999_from_the_future")
+
+
+def test_a_file_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'orders.db'}"
+    assert flask(url, "init-db").returncode == 0
+    one_line(flask(url, "export", "--output", str(tmp_path / "missing" / "out.csv")), "out.csv")
+
+
+def test_a_bad_option_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
+    result = flask(f"sqlite:///{tmp_path / 'o.db'}", "seed", "--rows", "many")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "Invalid value for '--rows'" in result.stderr
+
+
+def test_the_seed_is_not_bound_by_the_web_statement_timeout(tmp_path: Path) -> None:
+    """200,000 rows take far longer than 100 ms on PostgreSQL; the web's timeout must not apply."""
+    with throwaway_database("postgresql", tmp_path, "seed") as url:
+        assert flask(url, "init-db").returncode == 0
+        result = flask(url, "seed", "--rows", "200000", STATEMENT_TIMEOUT_MS="100")
+        assert result.returncode == 0, result.stderr
+        engine = make_engine(url)
+        with Session(engine) as session:
+            assert session.scalar(select(func.count()).select_from(Order)) == 200_000
+        engine.dispose()

@@ -1,0 +1,68 @@
+"""The primary is down and no replica has replayed as far as the reader's cursor: the page is a
+503 `unavailable` with Retry-After (the documented answer, once a 500 through a mistyped
+ApiError), within the router's short wait, and the same cursor opens once a replica catches up.
+
+A primary and one streaming standby of our own (devtools.cluster.databases); the standby's replay
+is paused so that it stays behind the position the cursor was read at.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from devtools.cluster import ClusterUnavailable, Databases, databases
+from orders.replicas import HEADER, PRIMARY_DOWN_WAIT_SECONDS
+
+from .databases import unavailable
+from .fixtures import make_app
+from .helpers import seed
+
+
+@pytest.fixture(scope="module")
+def dbs() -> Iterator[Databases]:
+    try:
+        with databases(standbys=1) as cluster:
+            yield cluster
+    except ClusterUnavailable as err:
+        unavailable("a PostgreSQL primary with a standby", str(err))
+
+
+def test_a_cursor_no_replica_reached_is_503_while_the_primary_is_down(dbs: Databases) -> None:
+    app = make_app(dbs.primary.url(), DATABASE_REPLICA_URLS=dbs.replica_urls, REPLICA_MAX_LAG_MS=600_000)
+    client = app.test_client()
+    seed(app.extensions["engine"], 50)
+    dbs.wait_for_standbys()
+    standby = dbs.standbys[0]
+    standby.pause_replay()
+    try:
+        seed(app.extensions["engine"], 50)  # on the primary only: the standby does not replay them
+        # Read after the primary's position: the page is read on the primary, its cursor stamped there.
+        first = client.get("/api/orders?limit=10", headers={HEADER: dbs.primary_lsn()})
+        assert first.status_code == 200
+        cursor = first.get_json()["next_cursor"]
+        dbs.primary.stop()
+        started = time.monotonic()
+        answer = client.get(f"/api/orders?limit=10&after={cursor}")
+        waited = time.monotonic() - started
+        assert answer.status_code == 503, answer.get_data(as_text=True)
+        assert answer.get_json()["error"]["code"] == "unavailable"
+        assert int(answer.headers["Retry-After"]) >= 1
+        assert waited < PRIMARY_DOWN_WAIT_SECONDS + 10, waited
+        standby.resume_replay()
+        deadline = time.monotonic() + 30
+        while True:  # the same cursor, once the standby has replayed what the primary had sent
+            again = client.get(f"/api/orders?limit=10&after={cursor}")
+            if again.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert again.status_code == 200, again.get_data(as_text=True)
+        assert len(again.get_json()["items"]) == 10
+    finally:
+        standby.resume_replay()
+        if not dbs.primary.running():
+            dbs.primary.start()
+        app.extensions["router"].dispose()
+        app.extensions["engine"].dispose()

@@ -1,0 +1,157 @@
+"""The settings table (orders/settings.py): every bad value is refused at start with one line that
+names it, by the app, every CLI command and gunicorn; the documentation is the table.
+
+The values are generated from the table itself (each integer setting just outside its bounds and
+not an integer at all), beside the cases an operator and a security probe actually tried.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orders import settings
+from orders.app import create_app
+from orders.settings import SETTINGS, SettingsError
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD_PRODUCTION = {
+    "APP_ENV": "production",
+    "SECRET_KEY": "Zq3v9-Lr1mX0bT7kPy2sWd8nHc5fJa4gUe6oRi-Vt0",
+    "API_TOKENS": "a-token-of-sixteen-plus",
+    "TRUSTED_HOSTS": "orders.example",
+    "RATELIMIT_STORAGE_URI": "redis://127.0.0.1:6379/0",
+}
+# What an operator and a probe tried (issue 19), each with the setting its line must name.
+TRIED = [
+    ("PAGE_SIZE", "abc"),
+    ("PAGE_SIZE", "0"),
+    ("PAGE_SIZE", "100000"),
+    ("PAGE_SIZE", "5000"),
+    ("MAX_ROWS_IN_PAGE", "-5"),
+    ("AUTO_PAGES", "x"),
+    ("AUTO_PAGES", "-1"),
+    ("REPLICA_MAX_LAG_MS", "1e3"),
+    ("STATEMENT_TIMEOUT_MS", "-1"),
+    ("STATEMENT_TIMEOUT_MS", "0"),
+    ("TRUSTED_PROXIES", "-1"),
+    ("RATELIMIT_READS", "lots"),
+    ("RATELIMIT_WRITES", "5 per fortnight"),
+    ("NEW_ORDERS_POLL_SECONDS", "0"),
+    ("DATABASE_URL", "nonsense://x"),
+    ("DATABASE_URL", "postgresql+nodriver://x/y"),
+    ("DATABASE_REPLICA_URLS", "mysql+pymysql://root@127.0.0.1/x"),
+    ("APP_ENV", "prod"),
+    ("APP_ENV", "Production"),
+    ("RATELIMIT_STORAGE_URI", "memcache"),
+    ("WEB_CONCURRENCY", "0"),
+]
+
+
+def _integer_cases() -> list[tuple[str, str]]:
+    """Each integer setting just below and above its bounds, and a float, from the table."""
+    cases = []
+    for s in SETTINGS:
+        if isinstance(s.kind, settings.Integer):
+            cases += [(s.name, str(s.kind.low - 1)), (s.name, str(s.kind.high + 1)), (s.name, "1.5")]
+    return cases
+
+
+def _environment(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in settings.BY_NAME and k != "FLASK_DEBUG"}
+    env["DATABASE_URL"] = "sqlite://"
+    env.update(values)
+    return env
+
+
+def _one_line(result: subprocess.CompletedProcess[str], name: str) -> str:
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert name in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(("name", "value"), TRIED + _integer_cases())
+def test_a_bad_value_stops_every_command_with_one_line(name: str, value: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**{name: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = _one_line(result, name)
+    assert "must be" in line or "needs" in line or "valid" in line
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"API_TOKENS": "x"}, "API_TOKENS"),
+        ({"API_TOKENS": "tökenwithsixteenchars"}, "API_TOKENS"),
+        ({"API_TOKENS": ""}, "API_TOKENS"),
+        ({"SECRET_KEY": "changeme" * 4}, "SECRET_KEY"),
+        ({"TRUSTED_HOSTS": ""}, "TRUSTED_HOSTS"),
+        ({"RATELIMIT_STORAGE_URI": "memory://", "WEB_CONCURRENCY": "4"}, "RATELIMIT_STORAGE_URI"),
+    ],
+)
+def test_production_refuses_what_weakens_it(change: dict[str, str], named: str) -> None:
+    given = {**GOOD_PRODUCTION, **change}
+    with pytest.raises(SettingsError, match=named):
+        create_app({k: v for k, v in given.items() if v})
+    assert create_app(GOOD_PRODUCTION).config["PRODUCTION"]
+
+
+def test_gunicorn_refuses_a_bad_value_before_any_worker_starts() -> None:
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    result = subprocess.run(
+        [str(gunicorn), "--check-config", "app:create_app()"],
+        cwd=ROOT,
+        env=_environment(WEB_THREADS="lots"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "WEB_THREADS='lots' is not valid" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@given(text=st.text(max_size=12))
+def test_integer_settings_take_digits_in_bounds_or_say_why(text: str) -> None:
+    for s in SETTINGS:
+        if isinstance(s.kind, settings.Integer):
+            try:
+                value = s.read(text)
+            except SettingsError as err:
+                assert str(err).startswith(f"{s.name}=") and "\n" not in str(err)
+            else:
+                assert s.kind.low <= value <= s.kind.high and value == int(text)
+
+
+def test_every_default_is_valid_and_the_table_is_the_documentation() -> None:
+    for s in SETTINGS:
+        if s.default is not None:
+            assert s.read(s.default) == s.default, s.name
+    doc = (ROOT / settings.DOC).read_text()
+    assert settings.documented(doc) == settings.markdown_table(), "run: python -m orders.settings --write"
+
+
+def test_no_module_reads_an_app_setting_from_the_environment_itself() -> None:
+    """One home: os.environ is read for settings only by orders/settings.py."""
+    names = [s.name for s in SETTINGS]
+    for path in [ROOT / "app.py", ROOT / "gunicorn.conf.py", *(ROOT / "orders").glob("*.py")]:
+        if path.name == "settings.py":
+            continue
+        text = path.read_text()
+        for name in names:
+            assert f'environ.get("{name}"' not in text and f'environ["{name}"]' not in text, (path, name)
