@@ -285,7 +285,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "STATEMENT_TIMEOUT_MS",
-        Integer(100, 600_000),
+        Integer(10, 600_000),
         5000,
         "the longest a web request's query may run (PostgreSQL, MariaDB); CLI commands are not bound by it",
     ),
