@@ -1,4 +1,4 @@
-"""The JSON API as the README's "HTTP API" section describes it, on every engine.
+"""The JSON API as docs/http-api.md describes it, on every engine.
 
 Writes send the bearer token (tests/fixtures.py); the rate limits are on, sized for a test client.
 """

@@ -3,7 +3,7 @@ asynchronous standby), two gunicorn app servers and haproxy, all started here on
 (devtools/cluster.py), once for the module. No failover happens here (tests/test_failover.py has
 its own cluster for those): the leader stays node1, and the standbys are node2 and node3.
 
-What is checked is the guarantee written in the README ("Several servers"): a walk never shows a
+What is checked is the guarantee written in docs/several-servers.md: a walk never shows a
 row twice; it shows every row committed at least REPLICA_MAX_LAG_MS before its first page (or
 written earlier by the same client) that is not deleted before the reader gets there; and every
 page is read at a WAL position at least as far as the page before it. Replicas are made to lag on

@@ -3,7 +3,7 @@
 Real errors from real servers, on PostgreSQL and MariaDB: a column the code reads but the
 database lacks (a deploy that forgot its migration) is a 500 whose trace is in the log; a
 read-only server, a lock wait that times out and a server that refuses connections are 503
-`unavailable` with Retry-After. Also: the one error table is what the README lists.
+`unavailable` with Retry-After. Also: the one error table is what docs/http-api.md lists.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from . import fixtures
 from .databases import throwaway_database
 from .fixtures import AUTH, migrated, with_token
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"  # the error table
 ORDER = {"customer": "Ana", "amount": "1.00"}
 
 
@@ -143,7 +143,7 @@ def test_a_server_that_refuses_connections_is_unavailable(url: str) -> None:
 
 
 def test_the_readme_lists_every_error_code_with_its_status() -> None:
-    """The README's table of codes is ERRORS: every code with its status, and nothing else."""
+    """docs/http-api.md's table of codes is ERRORS: every code with its status, and nothing else."""
     listed = dict(re.findall(r"^\| `([a-z_]+)` \((\d{3})\) \|", README.read_text(), re.M))
     assert listed == {code: str(kind.status) for code, kind in ERRORS.items()}
 
