@@ -1,4 +1,4 @@
-"""The library's README example (pagination/README.md) runs as written: as a script of its own, in a fresh interpreter."""
+"""The library's README example (pagination/README.md) runs as written, in a fresh interpreter."""
 
 from __future__ import annotations
 
