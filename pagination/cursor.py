@@ -105,6 +105,10 @@ def _encode_value(value: Any) -> list[str]:
         return ["t", utc.isoformat(timespec="microseconds") + "Z"]
     if isinstance(value, dt.date):
         return ["D", value.isoformat()]
+    if isinstance(value, dt.time):  # an aware time keeps its offset
+        return ["T", value.isoformat(timespec="microseconds")]
+    if isinstance(value, dt.timedelta):  # an Interval, exactly: days, seconds, microseconds
+        return ["I", f"{value.days},{value.seconds},{value.microseconds}"]
     if isinstance(value, float):
         return ["f", repr(value)]
     if isinstance(value, uuid.UUID):
@@ -141,6 +145,11 @@ def _decode_value(tag: str, text: str) -> Any:
         return dt.datetime.fromisoformat(text)
     if tag == "D":
         return dt.date.fromisoformat(text)
+    if tag == "T":
+        return dt.time.fromisoformat(text)
+    if tag == "I":
+        days, seconds, microseconds = (int(part) for part in text.split(","))
+        return dt.timedelta(days=days, seconds=seconds, microseconds=microseconds)
     if tag == "f":
         return float(text)
     if tag == "u":

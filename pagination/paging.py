@@ -8,6 +8,7 @@ inserts and deletes elsewhere in the table cannot shift it, and the database rea
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,12 +16,15 @@ from typing import Any
 from sqlalchemy import Column as TableColumn
 from sqlalchemy import Connection, Select
 from sqlalchemy.engine import IteratorResult
+from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.sql.elements import ColumnClause
 from sqlalchemy.sql.selectable import Join
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 from .errors import InvalidPosition, KeysetError, PaginationError
+from .lineage import key_columns, nullable, optional_tables, statement_keys
 from .results import Batch, Page
-from .sort import Keyset, columns_in, nullable
+from .sort import Keyset, columns_in
 from .values import misfit, to_cursor
 
 
@@ -38,22 +42,6 @@ def _refuse(stmt: Any, dialect: Any, problem: str) -> KeysetError:
     except Exception:  # the message must not fail for want of SQL
         sql = repr(stmt)
     return KeysetError(f"{problem}\nSQL: {sql}")
-
-
-def _optional_tables(stmt: Select[Any]) -> set[Any]:
-    """Tables on the optional side of an outer join: their columns are NULL where nothing matched."""
-    optional: set[Any] = set()
-
-    def visit(node: Any, maybe_null: bool) -> None:
-        if isinstance(node, Join):
-            visit(node.left, maybe_null or node.full)
-            visit(node.right, maybe_null or node.isouter or node.full)
-        elif maybe_null:
-            optional.add(node)
-
-    for from_ in stmt.get_final_froms():
-        visit(from_, False)
-    return optional
 
 
 def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
@@ -83,7 +71,10 @@ def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
     # Only a statement with a join can have an optional side; resolving its FROM list costs
     # about 0.5 ms, more than the rest of a page's Python: skipped for the plain ones.
     joined = stmt._setup_joins or any(isinstance(f, Join) for f in stmt._from_obj)
-    optional = _optional_tables(stmt) if joined else set()
+    problem = _unique_problem(stmt, sort)
+    if problem:
+        raise _refuse(stmt, dialect, problem)
+    optional = optional_tables(stmt) if joined else set()
     if optional:
         for i, term in enumerate(sort.columns):
             if nullable(term.expr, optional) and not (i == 0 and sort.nulls_last is not None):
@@ -98,6 +89,53 @@ def _check_statement(stmt: Any, sort: Keyset, dialect: Any) -> None:
                     "columns of the other side, use an inner join, sort by coalesce(column, a value), "
                     "or make it the first term with .nulls_first()/.nulls_last()",
                 )
+
+
+# Whether a sort's terms are unique in a statement's rows depends on its FROMs, joins, GROUP BY
+# and DISTINCT; working it out resolves the FROM list (about 0.5 ms). Remembered per those
+# objects (held in the entry, so their ids are not reused while cached).
+_VERDICTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], str | None]] = {}
+
+
+def _unique_problem(stmt: Select[Any], sort: Keyset) -> str | None:
+    """Why the sort's terms may tie on two rows of this statement (None: they cannot).
+
+    A row of a join is a row of each side: the sort needs a unique key of every FROM, except a
+    side joined by the whole of its unique key (many-to-one), which adds at most one row.
+    """
+    parts = (
+        sort,
+        *stmt._raw_columns,
+        *stmt._from_obj,
+        *(j[0] for j in stmt._setup_joins),
+        *(j[1] for j in stmt._setup_joins if j[1] is not None),
+        *stmt._group_by_clauses,
+    )
+    key = (stmt._distinct, *map(id, parts))
+    cached = _VERDICTS.get(key)
+    if cached is not None:
+        return cached[1]
+    terms = [key_columns(t.expr) for t in sort.columns]
+
+    def among_terms(column: Any) -> bool:
+        return any(t is column or (not isinstance(column, ColumnClause) and t.compare(column)) for t in terms)
+
+    keys = statement_keys(stmt)
+    problem = None
+    if not any(all(among_terms(c) for c in k) for k in keys):
+        froms = ", ".join(sorted({str(f) for f in stmt.get_final_froms()})) or "its columns"
+        problem = (
+            f"sort {sort.name!r} is not unique in this statement's rows (from {froms}), so rows "
+            "could tie and be skipped or repeated: end it in a unique key of every table, alias or "
+            "subquery the statement reads (a join to many: the many side's key too); a subquery's "
+            "keys are its table's key it selects, its GROUP BY terms, all the columns of a DISTINCT "
+            "or UNION, or for a UNION ALL a column holding a different constant in each branch "
+            "(literal(1).label('branch')) with each branch's key"
+        )
+    if len(_VERDICTS) >= _MAX_LAYOUTS:
+        _VERDICTS.clear()
+    _VERDICTS[key] = (parts, problem)
+    return problem
 
 
 @dataclass(frozen=True)
@@ -191,17 +229,33 @@ class _Rows:
         if all(len(row) == n for row in self.rows):
             return list(self.rows)
         # Several columns: Rows as the unpaged statement gives them, without what paging
-        # appended (key columns, the cursor-row flag). Result.columns() keeps names and
-        # attribute access; it costs about 15 us for 22 rows.
-        # The frozen metadata: the rows' values are already converted (no result processors).
-        metadata = self._metadata._for_freeze()
-        return IteratorResult(metadata, iter(self.rows)).columns(*range(n)).all()
+        # appended (key columns, the cursor-row flag), cut by position.
+        return IteratorResult(_first_columns(self._metadata, n), (row[:n] for row in self.rows)).all()
 
     def keyset(self, index: int) -> tuple[Any, ...]:
         row = self.rows[index]
         return tuple(
             to_cursor(t.type, row[i]) for t, i in zip(self._sort.columns, self._shape.key_index, strict=True)
         )
+
+
+def _first_columns(metadata: Any, n: int) -> SimpleResultMetaData:
+    """The result metadata of a row's first `n` columns, by position.
+
+    Not ``Result.columns(*range(n))``: that maps each index to the column's *name* and the name
+    back to the first column so named, so where names collide (two aliased entities, which
+    the ORM leaves unnamed; ``a.id`` and ``b.id``) every such column became the first one and
+    the page held the wrong objects. A name shared by several columns keeps its values and
+    its place, and is ambiguous to look up by name, as in the unpaged rows.
+    """
+    # The frozen metadata: the rows' values are already converted (no result processors).
+    frozen = metadata._for_freeze()
+    keys = list(frozen._keys[:n])
+    shared = {k for k, count in Counter(keys).items() if count > 1}
+    extra = [() if k in shared else frozen._keymap[k][2] for k in keys]
+    return SimpleResultMetaData(
+        keys, extra=extra, _ambiguous_keys=frozenset(k for k in shared if k is not None) or None
+    )
 
 
 @dataclass(frozen=True)

@@ -6,34 +6,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Column as TableColumn
-from sqlalchemy import Index, UniqueConstraint, and_, bindparam, or_, tuple_
+from sqlalchemy import and_, bindparam, or_, tuple_
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label, UnaryExpression
-from sqlalchemy.sql.functions import FunctionElement
 
 from .cursor import Position
 from .errors import CursorMismatch, InvalidCursor, KeysetError
+from .lineage import base, flatten, is_aggregate, nullable, unique_keys, value_type
 from .values import dialect_problem, from_cursor, misfit
 
 # Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
 # "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it (docs/design.md has the measurements).
 _ROW_VALUE_DIALECTS = {"postgresql", "sqlite"}
-# Functions that aggregate over a group: a key made of one is compared in HAVING, not WHERE.
-_AGGREGATES = {
-    "count",
-    "sum",
-    "min",
-    "max",
-    "avg",
-    "array_agg",
-    "string_agg",
-    "group_concat",
-    "bool_and",
-    "bool_or",
-}
-
-
 # How a sort compares keysets: see Keyset's docstring.
 SeekForm = Literal["auto", "bounded"]
 
@@ -49,7 +33,9 @@ class Term:
 
     @property
     def type(self) -> Any:
-        return self.expr.type
+        """The type its values are checked against: a UNION's column takes the first branch's
+        type, but holds the values of every branch (a longer text, a wider number)."""
+        return value_type(self.expr)
 
 
 _MODIFIERS = {
@@ -79,41 +65,8 @@ def _term(term: Any, sort: str) -> Term:
 
 
 def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
-    """The table columns an expression reads."""
-    return [e for e in visitors.iterate(expr) if isinstance(e, ColumnClause) and hasattr(e, "nullable")]
-
-
-def nullable(expr: ColumnElement[Any], optional: Any = frozenset()) -> bool:
-    """Can `expr` be NULL? Its columns are, when nullable or on the `optional` side of an outer
-    join; coalesce() is NULL only when all its arguments are, count() never is."""
-    if isinstance(expr, FunctionElement) and expr.name.lower() == "coalesce":
-        return all(nullable(arg, optional) for arg in expr.clauses)
-    if isinstance(expr, FunctionElement) and expr.name.lower() == "count":
-        return False
-    return any(c.nullable or getattr(c, "table", None) in optional for c in columns_in(expr))
-
-
-def is_aggregate(expr: ColumnElement[Any]) -> bool:
-    return any(
-        isinstance(e, FunctionElement) and e.name.lower() in _AGGREGATES for e in visitors.iterate(expr)
-    )
-
-
-def _unique_keys(table: Any) -> list[set[Any]]:
-    """Column sets that no two rows of `table` share: primary key, unique constraints/indexes."""
-    keys = [set(table.primary_key.columns)] if len(getattr(table, "primary_key", ())) else []
-    for constraint in getattr(table, "constraints", ()):
-        if isinstance(constraint, UniqueConstraint):
-            keys.append(set(constraint.columns))
-    for index in getattr(table, "indexes", ()):
-        if (
-            isinstance(index, Index)
-            and index.unique
-            and all(isinstance(e, TableColumn) for e in index.expressions)
-        ):
-            keys.append(set(index.expressions))
-    keys += [{c} for c in getattr(table, "columns", ()) if c.unique]
-    return [k for k in keys if k and not any(c.nullable for c in k)]
+    """The columns (of tables, aliases, subqueries) an expression reads."""
+    return [e for e in visitors.iterate(expr) if isinstance(e, ColumnClause) and e.table is not None]
 
 
 class Keyset:
@@ -140,7 +93,7 @@ class Keyset:
             raise KeysetError(f'sort {name!r}: seek must be "auto" or "bounded", not {seek!r}')
         self.name = name
         self.seek_form: SeekForm = seek
-        self.columns = tuple(_term(term, name) for term in order_by)
+        self.columns = tuple(_term(term, name) for term in flatten(order_by))
         # NULLs do not compare, so a nullable term needs its NULLs placed explicitly, and is
         # paged as two parts (its values, then its NULLs, or the other way round): possible for
         # the first term only, where each part is one index range.
@@ -162,9 +115,9 @@ class Keyset:
         self.nulls_last: bool | None = None
         if lead.nulls is not None:
             self.nulls_last = lead.nulls == "last"
-        in_sort = {t.expr for t in self.columns if isinstance(t.expr, TableColumn)}
-        tables = {c.table for c in in_sort}
-        if not any(key <= in_sort for table in tables for key in _unique_keys(table)):
+        in_sort = {base(t.expr) for t in self.columns if isinstance(t.expr, ColumnClause)}
+        tables = {c.table for c in in_sort if c.table is not None}
+        if not any(key <= in_sort for table in tables for key in unique_keys(table)):
             raise KeysetError(
                 f"sort {name!r} must include a unique key (the primary key, a unique column or all the "
                 f"columns of a UniqueConstraint); {self.columns[-1].name!r} is not unique, so rows "

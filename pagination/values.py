@@ -16,10 +16,23 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import BigInteger, Enum, Float, Integer, Numeric, String
+from sqlalchemy import ARRAY, JSON, BigInteger, Enum, Float, Integer, Numeric, String
 from sqlalchemy.types import TypeDecorator
 
-_PLAIN = (bool, int, Decimal, str, dt.datetime, dt.date, float, bytes, uuid.UUID, enum.Enum)
+_PLAIN = (
+    bool,
+    int,
+    Decimal,
+    str,
+    dt.datetime,
+    dt.date,
+    dt.time,
+    dt.timedelta,
+    float,
+    bytes,
+    uuid.UUID,
+    enum.Enum,
+)
 
 
 def _impl(type_: Any) -> Any:
@@ -68,7 +81,11 @@ def misfit(type_: Any, value: Any) -> str | None:
         return None  # a type taught to the codec (CursorCodec(types=...)) is trusted
     if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
         return f"a {type(value).__name__}, where a {expected.__name__} is needed"
-    if isinstance(value, dt.datetime) and getattr(impl, "timezone", False) and value.tzinfo is None:
+    if (
+        isinstance(value, (dt.datetime, dt.time))
+        and getattr(impl, "timezone", False)
+        and value.tzinfo is None
+    ):
         return "a time without a timezone, for a timezone-aware column"
     if isinstance(impl, Integer) and isinstance(value, int):
         bits = 63 if isinstance(impl, BigInteger) else 31
@@ -92,6 +109,13 @@ def dialect_problem(type_: Any, dialect: Any) -> str | None:
     """Why keys of this type would page wrongly on this engine (None when they do not)."""
     impl = type_.load_dialect_impl(dialect) if isinstance(type_, TypeDecorator) else type_
     name = dialect.name
+    if isinstance(impl, JSON):
+        return (
+            "is JSON, which has no order that is the same on every engine (nor any on some): sort by a "
+            "typed value of it instead, e.g. column['key'].as_string() or .as_integer()"
+        )
+    if isinstance(impl, ARRAY):
+        return "is an ARRAY: sort by one element of it, e.g. column[1], or by a column of its own"
     if isinstance(impl, Float) and name != "sqlite":
         compiled = impl.compile(dialect=dialect).upper()
         precision = int(compiled[6:-1].split(",")[0]) if compiled.startswith("FLOAT(") else None

@@ -29,19 +29,23 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Time,
     UniqueConstraint,
     delete,
     func,
-    inspect,
+    literal,
     select,
+    union,
     union_all,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import (
+    Bundle,
     DeclarativeBase,
     Mapped,
     Session,
+    aliased,
     column_property,
     joinedload,
     mapped_column,
@@ -51,7 +55,6 @@ from sqlalchemy.types import DateTime
 
 from pagination import (
     AFTER,
-    BEFORE,
     CursorCodec,
     Keyset,
     KeysetError,
@@ -61,6 +64,8 @@ from pagination import (
     paginate,
     start_at,
 )
+
+from .library import CODEC, shape, unpaged, walk
 
 UTC = dt.UTC
 
@@ -92,6 +97,7 @@ class Author(Base):
     mood: Mapped[str] = mapped_column(Enum("calm", "glad", "sad", name="lib_mood"))
     weight: Mapped[float | None] = mapped_column(Float, nullable=True)
     nick: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    wake: Mapped[dt.time] = mapped_column(Time, default=dt.time(12, 0))
     books: Mapped[list[Book]] = relationship(back_populates="author", order_by="Book.id")
     # Keys a library user writes on a model, not on a column: SQL computed per row.
     name_length: Mapped[int] = column_property(func.length(name))
@@ -132,7 +138,6 @@ def lib(engine: Engine) -> Iterator[Engine]:
     Base.metadata.drop_all(engine)
 
 
-CODEC = CursorCodec("library-tests-secret-library-tests-secret")
 NAMES = ["ana", "Ana", "bia", "caio", "🎉" * 255, "z" * 255, "ção"]
 TIMES = [
     dt.datetime(2026, 3, 11, 10, 39, tzinfo=UTC),
@@ -150,6 +155,7 @@ author_row = st.fixed_dictionaries(
         "colour": st.sampled_from(list(Colour)),
         "mood": st.sampled_from(["calm", "glad", "sad"]),
         "nick": st.sampled_from([None, None, "x", "y"]),
+        "wake": st.sampled_from([dt.time(7, 30), dt.time(7, 30, 1), dt.time(0, 0), dt.time(23, 59, 59)]),
     }
 )
 data_sets = st.tuples(
@@ -185,6 +191,17 @@ class Case:
     engines: tuple[str, ...] = ("sqlite", "postgresql", "mysql")
 
 
+A1, A2 = aliased(Author, name="a1"), aliased(Author, name="a2")
+NAMED = select(Author.id, Author.name).where(Author.id > 2).subquery("named")
+NAMED_CTE = select(Author.id, Author.name).cte("named_cte")
+TITLES = union(select(Book.id, Book.title), select(Author.id, Author.name)).subquery("titles")
+EVERYTHING = union_all(
+    select(literal("author").label("kind"), Author.id, Author.name),
+    select(literal("book").label("kind"), Book.id, Book.title),
+).subquery("everything")
+REPEATS = union_all(select(Author.id, Author.name), select(Book.id, Book.title)).subquery("repeats")
+
+
 def title_key() -> Any:
     return func.coalesce(Book.id, 0)
 
@@ -218,6 +235,33 @@ CASES = [
         lambda: select(Author).options(joinedload(Author.books)),
         Keyset("name", Author.name, Author.id),
     ),
+    Case(
+        "aliased entities, colliding names",
+        lambda: select(A1, A2).join_from(A1, A2, A2.id <= A1.id).where(A1.id <= 5),
+        Keyset("pairs", A2.name, A1.id.desc(), A2.id),
+    ),
+    Case("select from a subquery", lambda: select(NAMED), Keyset("named", NAMED.c.name, NAMED.c.id)),
+    Case(
+        "select from a CTE",
+        lambda: select(NAMED_CTE),
+        Keyset("named", NAMED_CTE.c.name.desc(), NAMED_CTE.c.id),
+    ),
+    Case(
+        "union as a subquery",
+        lambda: select(TITLES),
+        Keyset("titles", TITLES.c.title, TITLES.c.id),
+    ),
+    Case(
+        "union all with a branch column",
+        lambda: select(EVERYTHING),
+        Keyset("everything", EVERYTHING.c.id, EVERYTHING.c.kind.desc()),
+    ),
+    Case(
+        "bundle as the key",
+        lambda: select(Bundle("who", Author.name, Author.id)),
+        Keyset("who", Bundle("who", Author.name, Author.id)),
+    ),
+    Case("time of day", lambda: select(Author), Keyset("wake", Author.wake.desc(), Author.id)),
     Case("composite primary key", lambda: select(Pair), Keyset("pairs", Pair.a.desc(), Pair.b)),
     Case(
         "bounded seek",
@@ -260,54 +304,6 @@ CASES = [
         Keyset("most books", func.count(Book.id).desc(), Author.id),
     ),
 ]
-
-
-def shape(item: Any) -> Any:
-    """What an item is, for comparing with the unpaged rows: ORM objects by identity, Rows by
-    their values and column names (a Row with an extra column is another shape)."""
-    if isinstance(item, Base):
-        return (type(item).__name__, inspect(item).identity)
-    if hasattr(item, "_fields"):
-        return (tuple(shape(v) for v in item), item._fields)
-    return item
-
-
-def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
-    result = executor.execute(stmt.order_by(*sort.order_by()))
-    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
-        result = result.unique()  # a joined eager load of a collection, as the ORM requires
-    rows = result.all()
-    return [shape(row[0]) if len(row) == 1 else shape(row) for row in rows]
-
-
-def accepted(cursor: str | None, sort: Keyset, direction: str) -> None:
-    if cursor is not None:
-        position = CODEC.decode(cursor)
-        sort.accept(position, direction=direction, filters=position.filters)
-
-
-def walk(
-    executor: Any, stmt: Any, sort: Keyset, limit: int, **start: Any
-) -> tuple[list[Any], list[Any], Any]:
-    """(rows before the first page, rows from the first page on, the first page)."""
-    first = paginate(executor, stmt, sort, limit=limit, codec=CODEC, **start)
-    forward, page = [shape(i) for i in first.items], first
-    for _ in range(100):
-        accepted(page.head_cursor, sort, BEFORE)
-        if not page.has_more:
-            break
-        assert len(page.items) == limit
-        page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, after=page.next_cursor)
-        accepted(page.prev_cursor, sort, BEFORE)
-        forward += [shape(i) for i in page.items]
-    backward, page = [], first
-    for _ in range(100):
-        if not page.has_previous:
-            break
-        page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, before=page.prev_cursor)
-        accepted(page.next_cursor, sort, AFTER)
-        backward = [shape(i) for i in page.items] + backward
-    return backward, forward, first
 
 
 def run_case(engine: Engine, executor_kind: str, case: Case, limit: int, pick: int) -> None:
@@ -400,6 +396,18 @@ REFUSALS = [
         lambda: union_all(select(Author.id), select(Book.id)),
         Keyset("n", Author.id),
         "subquery",
+    ),
+    (
+        "union all, no key",
+        lambda: select(REPEATS),
+        Keyset("repeats", REPEATS.c.id, Author.id),
+        "not unique in this statement's rows",
+    ),
+    (
+        "join to many without its key",
+        lambda: select(Author, Book.title).join(Author.books),
+        Keyset("author", Author.name, Author.id),
+        "not unique in this statement's rows",
     ),
     (
         "outer-joined key",

@@ -1,0 +1,398 @@
+"""What a key term is made of: can it be NULL, and which columns of a FROM are unique.
+
+A term may be a column of a table, of an alias, of a subquery or CTE (whose column stands for
+an expression of the inner statement, or one per branch of a UNION), or an expression over such
+columns. Both questions are answered by following each column back to what it is made of, not
+by its name: names collide (two aliases of one table both have an ``id``), lineage does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import Column as TableColumn
+from sqlalchemy import Index, Table, UniqueConstraint
+from sqlalchemy.sql import operators, visitors
+from sqlalchemy.sql.elements import (
+    BinaryExpression,
+    BindParameter,
+    Case,
+    Cast,
+    ClauseElement,
+    ClauseList,
+    ColumnClause,
+    ColumnElement,
+    False_,
+    Grouping,
+    Label,
+    Null,
+    True_,
+    TypeCoerce,
+)
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.sql.selectable import (
+    AliasedReturnsRows,
+    CompoundSelect,
+    FromClause,
+    Join,
+    ScalarSelect,
+    Select,
+)
+from sqlalchemy.sql.sqltypes import NULLTYPE
+
+# Functions that aggregate over a group: a key made of one is compared in HAVING, not WHERE.
+AGGREGATES = frozenset(
+    {
+        "count",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "array_agg",
+        "string_agg",
+        "group_concat",
+        "bool_and",
+        "bool_or",
+    }
+)
+# Functions that may be NULL whatever their arguments are.
+_NULL_MAKERS = frozenset({"nullif", "lag", "lead", "first_value", "last_value", "nth_value"})
+_MAX_KEY_COMBINATIONS = 32
+
+
+def base(element: Any) -> Any:
+    """The element without the ORM's annotations (an aliased entity's column is an annotated
+    copy of the alias's column)."""
+    deannotate = getattr(element, "_deannotate", None)
+    return deannotate() if deannotate is not None else element
+
+
+def is_aggregate(expr: ColumnElement[Any]) -> bool:
+    return any(
+        isinstance(e, FunctionElement) and e.name.lower() in AGGREGATES for e in visitors.iterate(expr)
+    )
+
+
+def optional_tables(stmt: Select[Any]) -> set[Any]:
+    """FROMs on the optional side of an outer join: their columns are NULL where nothing matched."""
+    optional: set[Any] = set()
+
+    def visit(node: Any, maybe_null: bool) -> None:
+        if isinstance(node, Join):
+            visit(node.left, maybe_null or node.full)
+            visit(node.right, maybe_null or node.isouter or node.full)
+        elif maybe_null:
+            optional.add(node)
+
+    for from_ in stmt.get_final_froms():
+        visit(from_, False)
+    return optional
+
+
+def _branches(stmt: Any) -> Iterator[Select[Any]]:
+    """The SELECTs of a statement: itself, or every branch of a (nested) UNION."""
+    if isinstance(stmt, CompoundSelect):
+        for select in stmt.selects:
+            yield from _branches(select)
+    elif isinstance(stmt, Select):
+        yield stmt
+
+
+def sources(column: ColumnClause[Any]) -> list[tuple[ColumnElement[Any], Select[Any]]] | None:
+    """For a column of a subquery or CTE: the expression it stands for in each branch of the
+    inner statement, with that branch. None for any other column."""
+    from_ = base(column.table)
+    if not isinstance(from_, AliasedReturnsRows) or not isinstance(from_.element, (Select, CompoundSelect)):
+        return None
+    column = base(column)
+    position = next((i for i, c in enumerate(from_.c) if c is column), None)
+    if position is None:
+        return None
+    found = []
+    for select in _branches(from_.element):
+        selected = list(select.selected_columns)
+        if position < len(selected):
+            found.append((selected[position], select))
+    return found
+
+
+def nullable(expr: Any, optional: Any = frozenset()) -> bool:
+    """Can `expr` be NULL? Followed through labels, casts, functions, CASE, scalar subqueries and
+    the columns of subqueries, CTEs and unions. A table column is, when nullable or on the
+    `optional` side of an outer join; coalesce() is NULL only when all its arguments are, count()
+    never is; SQL text the library cannot read (``literal_column``) is taken as NOT NULL."""
+    if isinstance(expr, (Label, Grouping)):
+        return nullable(expr.element, optional)
+    if isinstance(expr, (Cast, TypeCoerce)):
+        return nullable(expr.clause, optional)
+    if isinstance(expr, Null):
+        return True
+    if isinstance(expr, (True_, False_)):
+        return False
+    if isinstance(expr, BindParameter):
+        return expr.value is None and expr.callable is None
+    if isinstance(expr, FunctionElement):
+        name = expr.name.lower()
+        if name == "count":
+            return False
+        if name == "coalesce":
+            return all(nullable(arg, optional) for arg in expr.clauses)
+        if name in _NULL_MAKERS:
+            return True
+        return any(nullable(arg, optional) for arg in expr.clauses)
+    if isinstance(expr, ScalarSelect):
+        # One row always when it aggregates without GROUP BY; otherwise it may find none.
+        inner = expr.element
+        if isinstance(inner, Select) and not inner._group_by_clauses:
+            (column,) = inner.selected_columns
+            if is_aggregate(column):
+                return nullable(column, optional_tables(inner))
+        return True
+    if isinstance(expr, Case):
+        results = [result for _, result in expr.whens]
+        return expr.else_ is None or any(nullable(r, optional) for r in [*results, expr.else_])
+    if isinstance(expr, ColumnClause):
+        table = getattr(expr, "table", None)
+        if table is None:
+            return False
+        if table in optional or base(table) in optional:
+            return True
+        found = sources(expr)
+        if found is not None:
+            return any(nullable(inner, optional_tables(select)) for inner, select in found)
+        return bool(getattr(expr, "nullable", False))
+    if isinstance(expr, ClauseElement):
+        return any(
+            nullable(child, optional) for child in expr.get_children() if isinstance(child, ClauseElement)
+        )
+    return False
+
+
+def table_keys(table: Any) -> list[set[Any]]:
+    """Column sets that no two rows of a table share: primary key, unique constraints/indexes."""
+    keys = [set(table.primary_key)] if len(table.primary_key) else []
+    for constraint in table.constraints:
+        if isinstance(constraint, UniqueConstraint):
+            keys.append(set(constraint.columns))
+    for index in table.indexes:
+        if (
+            isinstance(index, Index)
+            and index.unique
+            and all(isinstance(e, TableColumn) for e in index.expressions)
+        ):
+            keys.append(set(index.expressions))
+    keys += [{c} for c in table.columns if c.unique]
+    return [k for k in keys if k and not any(c.nullable for c in k)]
+
+
+def unique_keys(from_: Any) -> list[set[Any]]:
+    """Column sets of `from_` (a table, an alias, a subquery, a CTE) that no two of its rows share."""
+    from_ = base(from_)
+    if isinstance(from_, Table):
+        return table_keys(from_)
+    if not isinstance(from_, AliasedReturnsRows):
+        return []
+    inner = from_.element
+    columns = list(from_.c)
+    if isinstance(inner, FromClause):  # an alias of a table (or of an alias)
+        mapped = [{from_.corresponding_column(c) for c in key} for key in unique_keys(inner)]
+        return [key for key in mapped if None not in key]
+    if getattr(from_, "recursive", False):
+        return []  # a recursive CTE's rows come from iterations the library cannot follow
+    positions: list[set[int]] = []
+    if isinstance(inner, Select):
+        positions = select_keys(inner)
+    elif isinstance(inner, CompoundSelect):
+        positions = _compound_keys(inner)
+    keys = [{columns[i] for i in key} for key in positions if all(i < len(columns) for i in key)]
+    return [key for key in keys if not any(nullable(c) for c in key)]
+
+
+def _position(selected: list[Any], expr: Any) -> int | None:
+    """Where `expr` is among a statement's selected columns (by lineage or structure)."""
+    target = base(expr)
+    for i, column in enumerate(selected):
+        column = base(column)
+        inner = column.element if isinstance(column, Label) else column
+        if inner is target or column is target:
+            return i
+    for i, column in enumerate(selected):
+        column = base(column)
+        inner = column.element if isinstance(column, Label) else column
+        if isinstance(target, ColumnClause) and not isinstance(target, TableColumn):
+            continue
+        if not isinstance(target, ColumnClause) and inner.compare(target):
+            return i
+    return None
+
+
+def _leaves(from_: Any) -> Iterator[Any]:
+    if isinstance(from_, Join):
+        yield from _leaves(from_.left)
+        yield from _leaves(from_.right)
+    else:
+        yield from_
+
+
+def select_keys(select: Select[Any]) -> list[set[int]]:
+    """Positions of `select`'s columns that no two of its rows share."""
+    selected = list(select.selected_columns)
+    everything = set(range(len(selected)))
+    keys: list[set[int]] = []
+    if select._distinct and not select._distinct_on:
+        keys.append(everything)
+    if select._group_by_clauses:
+        group = [_position(selected, g) for g in select._group_by_clauses]
+        if None not in group:
+            keys.append({i for i in group if i is not None})
+        return keys
+    if any(is_aggregate(c) for c in selected):
+        return [everything]  # aggregates without GROUP BY: one row
+    per_leaf: list[list[set[int]]] = []
+    for leaf in (leaf for f in select.get_final_froms() for leaf in _leaves(f)):
+        found = []
+        for key in unique_keys(leaf):
+            where = [_position(selected, c) for c in key]
+            if None not in where:
+                found.append({i for i in where if i is not None})
+        if not found:
+            return keys
+        per_leaf.append(found)
+    # Every row of a join is one combination of a row of each FROM: a key of each identifies it.
+    for combination in itertools.islice(itertools.product(*per_leaf), _MAX_KEY_COMBINATIONS):
+        keys.append(set().union(*combination))
+    return keys
+
+
+def _literal(expr: Any) -> Any:
+    expr = expr.element if isinstance(expr, Label) else expr
+    if isinstance(expr, BindParameter) and expr.callable is None:
+        return ("value", expr.value)
+    return None
+
+
+def _compound_keys(compound: CompoundSelect) -> list[set[int]]:
+    """Keys of a UNION/INTERSECT/EXCEPT: all its columns when it is DISTINCT; a key of every
+    branch when a column holds a different constant in each branch (UNION ALL); a key of the first
+    branch for INTERSECT/EXCEPT, whose rows are some of the first branch's."""
+    keyword = str(compound.keyword).upper()
+    branches = list(_branches(compound))
+    if not branches:
+        return []
+    width = len(list(branches[0].selected_columns))
+    keys: list[set[int]] = []
+    if not keyword.endswith("ALL"):
+        keys.append(set(range(width)))
+    if "UNION" not in keyword:
+        keys += select_keys(branches[0])
+        return keys
+    per_branch = [select_keys(b) for b in branches]
+    for position in range(width):
+        constants = [_literal(list(b.selected_columns)[position]) for b in branches]
+        if None in constants or len(set(map(repr, constants))) != len(constants):
+            continue
+        # This column tells the branches apart: a key of each branch, plus it, is a key.
+        for combination in itertools.islice(itertools.product(*per_branch), _MAX_KEY_COMBINATIONS):
+            keys.append({position}.union(*combination))
+    return keys
+
+
+def flatten(terms: Iterable[Any]) -> Iterator[Any]:
+    """Key terms, with a ``Bundle`` given as a term expanded into its columns."""
+    for term in terms:
+        element = term.__clause_element__() if hasattr(term, "__clause_element__") else term
+        if isinstance(element, ClauseList) and not isinstance(element, ColumnElement):
+            yield from element.clauses
+        else:
+            yield term
+
+
+def _equalities(onclause: Any) -> list[tuple[Any, Any]]:
+    """The ``a = b`` pairs an ON clause requires (its top-level AND terms)."""
+    pairs = []
+    for clause in getattr(onclause, "clauses", None) or [onclause]:
+        if isinstance(clause, BinaryExpression) and clause.operator is operators.eq:
+            pairs.append((base(clause.left), base(clause.right)))
+    return pairs
+
+
+def _tables_of(expr: Any) -> set[Any]:
+    return {
+        base(c.table) for c in visitors.iterate(expr) if isinstance(c, ColumnClause) and c.table is not None
+    }
+
+
+def _covered(key: set[Any], pairs: list[tuple[Any, Any]], other: set[Any]) -> bool:
+    """Is every column of `key` required equal to something of the `other` side only (or a constant)?"""
+    for column in key:
+        if not any(
+            (a is column and _tables_of(b) <= other) or (b is column and _tables_of(a) <= other)
+            for a, b in pairs
+        ):
+            return False
+    return True
+
+
+def from_keys(from_: Any) -> list[set[Any]]:
+    """Column sets no two rows of a FROM (a join too) share. A row of a join is a pair of rows of
+    its sides, so a key of each side together is a key; where the ON clause matches a whole key
+    of one side, each row of the other side meets at most one of its rows, and that other side's
+    key alone is one (its key must not come from an optional side, which is NULL where unmatched)."""
+    if not isinstance(from_, Join):
+        return unique_keys(from_)
+    left, right = from_keys(from_.left), from_keys(from_.right)
+    keys = [lk | rk for lk, rk in itertools.islice(itertools.product(left, right), _MAX_KEY_COMBINATIONS)]
+    pairs = _equalities(from_.onclause)
+    left_tables = {base(t) for t in _leaves(from_.left)}
+    right_tables = {base(t) for t in _leaves(from_.right)}
+    if not from_.full and any(_covered(rk, pairs, left_tables) for rk in right):
+        keys += left  # many-to-one: one right row at most per left row
+    if not (from_.full or from_.isouter) and any(_covered(lk, pairs, right_tables) for lk in left):
+        keys += right
+    return keys
+
+
+def statement_keys(stmt: Select[Any]) -> list[set[Any]]:
+    """Sets of expressions no two rows of the statement share (as columns of its FROMs, GROUP BY
+    terms or, for DISTINCT, its selected columns)."""
+    keys: list[set[Any]] = []
+    if stmt._distinct and not stmt._distinct_on:
+        keys.append({base(c) for c in stmt.selected_columns})
+    if stmt._group_by_clauses:
+        keys.append({base(g) for g in stmt._group_by_clauses})
+        return keys
+    if stmt._with_options:  # a joined eager load's join repeats no row: the ORM folds it back
+        stmt = stmt._generate()
+        stmt._with_options = ()
+    per_from = [from_keys(f) for f in stmt.get_final_froms()]
+    for combination in itertools.islice(itertools.product(*per_from), _MAX_KEY_COMBINATIONS):
+        keys.append(set().union(*combination))
+    return keys
+
+
+def key_columns(expr: Any) -> Any:
+    """What a sort term stands for in a key: the term, or the column of ``coalesce(column, value)``
+    (where the column is NULL its row is the only one of its kind: see from_keys())."""
+    expr = base(expr)
+    if isinstance(expr, Label):
+        expr = base(expr.element)
+    if isinstance(expr, FunctionElement) and expr.name.lower() == "coalesce":
+        first, *rest = list(expr.clauses)
+        if all(isinstance(r, BindParameter) for r in rest):
+            return base(first)
+    return expr
+
+
+def value_type(expr: Any) -> Any:
+    """The SQL type of `expr`'s values; for a column of a UNION whose branches differ, the
+    widest generic type of the branches (a String of no length, a Numeric of no precision)."""
+    found = sources(expr) if isinstance(expr, ColumnClause) else None
+    if not found or len(found) < 2:
+        return expr.type
+    types = [inner.type for inner, _ in found]
+    if all(repr(t) == repr(types[0]) for t in types):
+        return types[0]
+    affinity = types[0]._type_affinity
+    return affinity() if affinity is not None else NULLTYPE

@@ -1,0 +1,107 @@
+"""What the library's own tests share: an engine on each throwaway database, made without the app,
+and the walk that compares paging with the unpaged query.
+
+Nothing here (nor in tests/test_library_*.py) imports the app (`orders`, `app`): the library is
+tested as its own distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, inspect
+
+from pagination import AFTER, BEFORE, CursorCodec, Keyset, paginate
+
+from .databases import throwaway_database
+
+CODEC = CursorCodec("library-tests-secret-library-tests-secret")
+
+
+@contextmanager
+def library_engine(kind: str, tmp_dir: Path, label: str = "lib") -> Iterator[Engine]:
+    """An engine on a new, empty database of `kind` (dropped afterwards); no app schema in it."""
+    with throwaway_database(kind, tmp_dir, label) as url:
+        connect_args: dict[str, Any] = {}
+        if kind == "postgresql":
+            connect_args = {"connect_timeout": 5, "options": "-c timezone=UTC"}
+        elif kind == "mysql":
+            connect_args = {"connect_timeout": 5, "charset": "utf8mb4"}
+        engine = create_engine(url, connect_args=connect_args)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+
+def shape(item: Any) -> Any:
+    """What an item is, for comparing with the unpaged rows: ORM objects by identity, Rows by
+    their values and column names (a Row with an extra column is another shape)."""
+    state = inspect(item, raiseerr=False)
+    if state is not None and getattr(state, "identity", None) is not None:
+        return (type(item).__name__, state.identity)
+    if hasattr(item, "_fields"):
+        return (tuple(shape(v) for v in item), item._fields)
+    if isinstance(item, tuple):  # a Bundle's value
+        return tuple(shape(v) for v in item)
+    return item
+
+
+def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
+    """The statement's rows in the sort's order, as paging hands them back."""
+    result = executor.execute(stmt.order_by(*sort.order_by()))
+    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
+        result = result.unique()  # a joined eager load of a collection, as the ORM requires
+    rows = result.all()
+    return [shape(row[0]) if len(row) == 1 else shape(row) for row in rows]
+
+
+def accepted(cursor: str | None, sort: Keyset, direction: str, codec: CursorCodec = CODEC) -> None:
+    if cursor is not None:
+        position = codec.decode(cursor)
+        sort.accept(position, direction=direction, filters=position.filters)
+
+
+def walk(
+    executor: Any, stmt: Any, sort: Keyset, limit: int, codec: CursorCodec = CODEC, **start: Any
+) -> tuple[list[Any], list[Any], Any]:
+    """(rows before the first page, rows from the first page on, the first page): every page
+    both ways from `start`, each returned cursor checked to be accepted."""
+    first = paginate(executor, stmt, sort, limit=limit, codec=codec, **start)
+    forward, page = [shape(i) for i in first.items], first
+    for _ in range(1000):
+        accepted(page.head_cursor, sort, BEFORE, codec)
+        if not page.has_more:
+            break
+        assert len(page.items) == limit
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, after=page.next_cursor)
+        accepted(page.prev_cursor, sort, BEFORE, codec)
+        forward += [shape(i) for i in page.items]
+    backward, page = [], first
+    for _ in range(1000):
+        if not page.has_previous:
+            break
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, before=page.prev_cursor)
+        accepted(page.next_cursor, sort, AFTER, codec)
+        backward = [shape(i) for i in page.items] + backward
+    return backward, forward, first
+
+
+def walk_back(executor: Any, stmt: Any, sort: Keyset, limit: int, codec: CursorCodec = CODEC) -> list[Any]:
+    """Every row, read from the last page back to the first by `prev_cursor`."""
+    page = paginate(executor, stmt, sort, limit=limit, codec=codec)
+    for _ in range(1000):
+        if not page.has_more:
+            break
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, after=page.next_cursor)
+    rows = [shape(i) for i in page.items]
+    for _ in range(1000):
+        if not page.has_previous:
+            break
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, before=page.prev_cursor)
+        assert len(page.items) == limit
+        rows = [shape(i) for i in page.items] + rows
+    return rows
