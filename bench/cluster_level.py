@@ -113,8 +113,8 @@ class Writer(threading.Thread):
                 while not self.stop.is_set():
                     conn.execute(
                         text(
-                            "INSERT INTO orders (created_at, customer, amount, status) "
-                            "VALUES (now() - random() * interval '30 days', 'Bench', 1.00, 'paid')"
+                            "INSERT INTO orders (created_at, customer, customer_key, amount, status) "
+                            "VALUES (now() - random() * interval '30 days', 'Bench', 'bench', 1.00, 'paid')"
                         )
                     )
                     conn.commit()

@@ -1,6 +1,7 @@
 """ "Go to": the value a reader types, read for the list's sort, as the key prefix to open the list at.
 
-A date and time for newest/oldest, an amount for amount, a name (prefix) for customer. Each is
+A date and time for newest/oldest, an amount for amount, a name (prefix, normalized by
+orders/names.py) for customer. Each is
 parsed strictly here (a 400 that says what was expected, never a guess); the library then checks
 that the column can hold it (InvalidPosition, also a 400) and seals the position.
 """
@@ -13,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from .listing import InvalidParameter
+from .names import name_key
 from .sorts import SORTS
 
 MAX_NAME = 64
@@ -46,7 +48,11 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
         return Decimal(raw)
     if len(raw) > MAX_NAME:
         raise InvalidParameter(f"to is a name (prefix) of at most {MAX_NAME} characters")
-    return raw
+    # The customer sort reads the normalized key: "ú", "U" and "u" go to the same place.
+    key = name_key(raw)
+    if not key:
+        raise InvalidParameter("to has no letters or digits to go to")
+    return key
 
 
 def _when(raw: str, tz_offset: str | None) -> dt.datetime:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from .models import STATUSES, Order
+from .names import name_key
 
 CUSTOMERS = [
     "Ana Souza", "Bruno Lima", "Carla Mendes", "Diego Alves", "Elisa Rocha", "Felipe Costa",
@@ -61,8 +62,9 @@ def _seed_postgresql_slice(
     session.execute(
         text(
             """
-            INSERT INTO orders (customer, amount, status, created_at)
+            INSERT INTO orders (customer, customer_key, amount, status, created_at)
             SELECT (CAST(:customers AS text[]))[1 + (g * 7) % :n_customers],
+                   (CAST(:customer_keys AS text[]))[1 + (g * 7) % :n_customers],
                    ((g * 7919) % 99991 + 100) / 100.0,
                    (CAST(:statuses AS text[]))[1 + (g * 13) % :n_statuses],
                    CAST(:start AS timestamptz) - make_interval(mins => ((:rows - 1 - g) / :per_minute)::int)
@@ -71,6 +73,8 @@ def _seed_postgresql_slice(
         ),
         {
             "customers": CUSTOMERS,
+            # Computed here, by the one normalization (orders/names.py), never by SQL.
+            "customer_keys": [name_key(name) for name in CUSTOMERS],
             "n_customers": len(CUSTOMERS),
             "statuses": STATUS_CYCLE,
             "n_statuses": len(STATUS_CYCLE),

@@ -64,10 +64,10 @@ SORTS: dict[str, Sort] = {
         Sort(
             "customer",
             "Customer A–Z",
-            Keyset("customer", Order.customer.asc(), Order.id.asc()),
+            Keyset("customer", Order.customer_key.asc(), Order.id.asc()),
             "name",
             "Go to customer name",
-            "ix_orders_customer_id",
+            "ix_orders_customer_key_id",
         ),
     )
 }
