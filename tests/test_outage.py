@@ -11,15 +11,9 @@ in order.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 import requests
@@ -27,7 +21,7 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from devtools.gunicorn import free_port
+from devtools.pgserver import Server, ServerUnavailable, debian_bindir
 from orders.db import make_engine, migrate
 from orders.models import STATUSES, Order
 from orders.sorts import KEYSETS
@@ -42,66 +36,19 @@ ROWS = "#rows > tr[data-id]"
 ORDERS = 300
 
 
-def _postgres_bin() -> Path | None:
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if (candidate / "initdb").exists() and (candidate / "pg_ctl").exists():
-            return candidate
-    return None
-
-
-class Cluster:
-    """A PostgreSQL cluster in a temporary directory, run as the postgres user."""
-
-    def __init__(self, bindir: Path, datadir: Path, port: int):
-        self.bindir, self.datadir, self.port = bindir, datadir, port
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-
-    def _run(self, tool: str, *args: str) -> None:
-        command = ["runuser", "-u", "postgres", "--", str(self.bindir / tool), *args]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        if result.returncode != 0:
-            log = self.datadir / "server.log"
-            tail = log.read_text()[-2000:] if log.exists() else ""
-            raise RuntimeError(f"{tool} {args} failed: {result.stdout}{result.stderr}{tail}")
-
-    def init(self) -> None:
-        self._run("initdb", "-D", str(self.datadir / "data"), "-U", "postgres", "-A", "trust",
-                  "-E", "UTF8", "--no-locale", "--no-sync")  # fmt: skip
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -k {self.datadir} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        )
-        self._run("pg_ctl", "-D", str(self.datadir / "data"), "-l", str(self.datadir / "server.log"),
-                  "-o", options, "-w", "-t", "30", "start")  # fmt: skip
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.datadir / "data"), "-m", "fast", "-w", "-t", "30", "stop")
-
-
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    bindir = _postgres_bin()
+def cluster() -> Iterator[Server]:
+    bindir = debian_bindir()
     if bindir is None:
         unavailable(
             "PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)"
         )
-    if os.geteuid() != 0 or not shutil.which("runuser"):
-        unavailable(
-            "a throwaway PostgreSQL cluster", "initdb and pg_ctl run as postgres through runuser: needs root"
-        )
-    datadir = Path(tempfile.mkdtemp(prefix="outage-pg-"))
-    shutil.chown(datadir, "postgres", "postgres")
-    cluster = Cluster(bindir, datadir, free_port())
     try:
-        cluster.init()
-        cluster.start()
-        yield cluster
-    finally:
-        with contextlib.suppress(RuntimeError):  # already stopped
-            cluster.stop()
-        shutil.rmtree(datadir, ignore_errors=True)
+        server = Server.started(bindir, prefix="outage-pg-")
+    except ServerUnavailable as err:
+        unavailable("a throwaway PostgreSQL cluster", str(err))
+    with server:
+        yield server
 
 
 def screen_ids(page: Page) -> list[int]:
@@ -139,7 +86,7 @@ def assert_unavailable(base_url: str) -> None:
     assert api.json()["error"]["code"] == "unavailable"
 
 
-def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(cluster: Cluster, page: Page):
+def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(cluster: Server, page: Page):
     engine = make_engine(cluster.url)
     migrate(engine)
     add_orders(
@@ -165,7 +112,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         app.extensions["engine"].dispose()
 
 
-def run_the_scroll(app, cluster: Cluster, page: Page, expected: list[int]) -> None:  # type: ignore[no-untyped-def]
+def run_the_scroll(app, cluster: Server, page: Page, expected: list[int]) -> None:  # type: ignore[no-untyped-def]
     with LiveServer(app) as server:
         page.goto(f"{server.url}/orders")
         settle(page)  # the first page prefetches the next one

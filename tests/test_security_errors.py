@@ -22,20 +22,20 @@ from orders.errors import ERRORS
 from orders.openapi import SPEC
 
 from . import fixtures
-from .databases import throwaway_database
+from .databases import SERVERS, family, throwaway_database
 from .fixtures import AUTH, migrated, with_token
 
 README = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"  # the error table
 ORDER = {"customer": "Ana", "amount": "1.00"}
 
 
-@pytest.fixture(scope="module", params=["postgresql", "mysql"])
+@pytest.fixture(scope="module", params=SERVERS)
 def server_db(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
     with throwaway_database(request.param, tmp_path_factory.mktemp("kinds"), "kinds") as url:
         migrated(url)
-        yield request.param, url
+        yield family(request.param), url
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from sqlalchemy import create_engine, text
 from orders.db import make_engine, migrate
 from orders.models import STATUSES
 
-from .databases import throwaway_database
+from .databases import SERVERS, family, throwaway_database
 from .fixtures import make_app
 from .helpers import BASE, add_orders
 from .live import LiveServer
@@ -44,7 +44,7 @@ FAST_ENOUGH = 1.5  # seconds: 30 times the timeout, far below "hanging"
 SAFETY_RELEASE = 15  # seconds: a lock is released by then even if the app does hang
 
 
-@pytest.fixture(scope="module", params=["postgresql", "mysql"])
+@pytest.fixture(scope="module", params=SERVERS)
 def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     with throwaway_database(request.param, tmp_path_factory.mktemp("timeouts"), "timeouts") as url:
         engine = make_engine(url)
@@ -54,7 +54,7 @@ def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
             [(BASE - dt.timedelta(minutes=i // 3), f"c{i}", Decimal(i), STATUSES[i % 4]) for i in range(60)],
         )
         engine.dispose()
-        yield request.param, url
+        yield family(request.param), url
 
 
 def timed_app(url: str, timeout_ms: int = TIMEOUT_MS) -> Flask:
