@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine, inspect
 
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, paginate
 
-from .databases import throwaway_database
+from .databases import family, throwaway_database
 
 CODEC = CursorCodec("library-tests-secret-library-tests-secret")
 
@@ -26,7 +26,7 @@ def library_engine(kind: str, tmp_dir: Path, label: str = "lib") -> Iterator[Eng
     """An engine on a new, empty database of `kind` (dropped afterwards); no app schema in it."""
     with throwaway_database(kind, tmp_dir, label) as url:
         connect_args: dict[str, Any] = {}
-        if kind == "postgresql":
+        if family(kind) == "postgresql":
             connect_args = {"connect_timeout": 5, "options": "-c timezone=UTC"}
         elif kind == "mysql":
             connect_args = {"connect_timeout": 5, "charset": "utf8mb4"}
