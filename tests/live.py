@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -127,3 +128,45 @@ def screen_rows(page: Page) -> list[tuple[str, int]]:
             ROWS, "rows => rows.map(r => [r.dataset.id, r.querySelector('time').getAttribute('datetime')])"
         )
     ]
+
+
+# Is this row's top at the top of the viewport (within 2 px)? And which row is first in view?
+ON_TOP = (
+    "id => { const r = document.getElementById('order-' + id);"
+    " return r && Math.abs(r.getBoundingClientRect().top) <= 2; }"
+)
+FIRST_IN_VIEW = (
+    "() => [...document.querySelectorAll('#rows > tr[data-id]')]"
+    ".find(r => r.getBoundingClientRect().bottom > 1).dataset.id"
+)
+
+
+def scroll_until(page: Page, rows: int) -> None:
+    """Wheel down until `rows` rows are in the document, pressing "Load more" when it asks."""
+    load_more = page.locator("#more").get_by_role("button", name="Load more orders")
+    for _ in range(300):
+        if page.locator(ROWS).count() >= rows:
+            return
+        if load_more.count() and load_more.is_visible():
+            load_more.click()
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(30)  # lets the intersection observer see the new position
+    raise AssertionError(f"never reached {rows} rows")
+
+
+def put_on_top(page: Page, order_id: str) -> None:
+    """Scrolls so that the row is the first in view, and waits for the address bar to follow."""
+    from playwright.sync_api import expect
+
+    # Again on every frame until it holds: a wheel scroll still gliding would carry it on.
+    page.wait_for_function(
+        "id => { const r = document.getElementById('order-' + id); r.scrollIntoView({block: 'start'});"
+        " return Math.abs(r.getBoundingClientRect().top) <= 1; }",
+        arg=order_id,
+        polling="raf",
+    )
+    expect(page).to_have_url(re.compile(rf"/orders\?.*#order-{order_id}$"))
+
+
+def expect_on_top(page: Page, order_id: str) -> None:
+    page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)

@@ -1,0 +1,498 @@
+// The scroll window: the rows kept in the document while the reader scrolls both ways.
+//
+//   loads       pages arrive above (#less) and below (#more) as their sentinels come near
+//   drops       whole pages far from the reader go, so at most MAX_ROWS_IN_PAGE rows remain,
+//               and a sentinel (cloned from orders.html's <template>) loads them again
+//   the place   what the reader sees does not move when rows arrive or go above it, nor when
+//               the window is resized; a row named by the address is brought to the top
+//   the address the URL of the page holding the first row in view, plus that row
+//
+// Layout is read once per swap and written after: every read of a position happens before the
+// writes it informs, or once after them all, never read-after-write in a loop (each such read
+// lays the whole table out again). docs/scroll.md has the measurements.
+//
+// The API for other parts of the page (window.ordersList, also this module's exports):
+//   open(url, {row, push = true, focus = false}) -> Promise<{row, url}>
+//       Shows the list at `url` (any list URL, also a redirecting one such as "go to") in place
+//       of the rows shown now, in one request, keeping the rest of the page (toolbar, focus);
+//       puts `row` (an order id; default: the row the URL names, else its first row) at the top
+//       of the list area and keeps it there while rows load around it; the address names it
+//       (a new history entry unless push is false). Rejects with an Error (.status, .message
+//       from the server's page) when the server refuses the URL; the list is then unchanged.
+//   land(id)            puts row `id` at the top of the list area and keeps it there while rows
+//                       load, until the reader scrolls
+//   busy()              true while a load of rows is in flight
+//   firstVisibleRow()   the <tr> of the first row in view
+//   refresh()           re-reads the list area's top inset after sticky controls changed height
+// "The top of the list area" is the root's scroll-padding-top (0 unless sticky controls set it).
+// Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
+// view or the address changes, "orders:opened" {row, url} after open().
+import { ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, table } from "./dom.js";
+
+var loads = new Map();        // control row (#more / #less) -> the load it started
+var requesting = new Set();   // elements whose list load is under way (aria-busy; no drops)
+var focusNext = false;        // a "Load more" press moves focus to the first new row
+var rowHooks = [];            // run on rows new to the document, before layout is read
+var guarded = new WeakSet();  // rows that already passed the row guard
+var opened = false;           // open() made history entries of its own
+
+// Other parts of the page change new rows here (local times), inside the window's write phase.
+export function onNewRows(fn) { rowHooks.push(fn); }
+function runHooks(root) { rowHooks.forEach(function (fn) { fn(root); }); }
+
+export function busy() { return requesting.size > 0; }
+
+function setBusy() {
+  var t = table();
+  if (t) t.setAttribute("aria-busy", busy() ? "true" : "false");
+  ["more", "less"].forEach(function (id) {
+    var row = document.getElementById(id);
+    if (row) row.classList.toggle("is-loading", loads.has(row));
+  });
+}
+function controlRow(elt) { return elt && elt.closest ? elt.closest("#more, #less") : null; }
+
+// --- Where the reader is -------------------------------------------------------------------
+
+var insetPx = null;
+function inset() {
+  if (insetPx === null) {
+    insetPx = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
+  }
+  return insetPx;
+}
+export function refresh() { insetPx = null; }
+
+// The first row at least partly in view (rows are in document order: binary search).
+export function firstVisibleRow() {
+  var rows = dataRows(), lo = 0, hi = rows.length - 1, found = null, edge = inset() + 1;
+  while (lo <= hi) {
+    var mid = (lo + hi) >> 1;
+    if (rows[mid].getBoundingClientRect().bottom > edge) { found = rows[mid]; hi = mid - 1; } else { lo = mid + 1; }
+  }
+  return found;
+}
+
+function anchorNow() {
+  var row = firstVisibleRow();
+  return row && { row: row, top: row.getBoundingClientRect().top };
+}
+// One read after all the writes: scroll back by what the anchor moved. Chromium's CSS scroll
+// anchoring often did it already (then the shift is 0); Safari and `overflow-anchor: none` not.
+function restore(anchor) {
+  if (!anchor || !anchor.row.isConnected) return;
+  var shift = anchor.row.getBoundingClientRect().top - anchor.top;
+  if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
+}
+
+// The place as the reader last saw it, for a resize (the old layout is gone by then).
+var place = null;
+var placeFrame = 0;
+function notePlaceSoon() {
+  if (!placeFrame) placeFrame = requestAnimationFrame(function () { placeFrame = 0; place = anchorNow(); });
+}
+
+// The address bar follows the reader: the URL of the page holding the first row in view, plus
+// that row as the fragment. replaceState adds no history entry. htmx keys its history snapshot
+// by the path it last pushed (kept in sessionStorage by htmx 2.0.x), so it is moved along, and
+// Back finds the snapshot under the address it returns to.
+function setAddress(url, push) {
+  if (push) history.pushState({ ordersList: true }, "", url);
+  else if (url !== location.pathname + location.search + location.hash) history.replaceState(history.state, "", url);
+  try {
+    sessionStorage.setItem("htmx-current-path-for-history", location.pathname + location.search);
+  } catch (e) { /* no sessionStorage: htmx keeps no snapshots either */ }
+}
+function addressOf(row, top) {
+  var start = row;
+  while (start && !start.hasAttribute("data-pos")) start = start.previousElementSibling;
+  if (!isRow(start)) return null;
+  var atTop = !document.getElementById("less") && row === firstRow() && top >= inset();
+  return start.dataset.pos + (atTop ? "" : "#order-" + row.dataset.id);
+}
+var shownRow = null;
+function rememberPlace() {
+  place = anchorNow();
+  if (!place) return;
+  var url = addressOf(place.row, place.top);
+  if (!url) return;
+  var changed = url !== location.pathname + location.search + location.hash;
+  if (changed) setAddress(url, false);
+  if (changed || place.row !== shownRow) {
+    shownRow = place.row;
+    document.dispatchEvent(new CustomEvent("orders:place", { detail: { row: place.row, url: url } }));
+  }
+}
+var placeTimer = null;
+function rememberPlaceSoon() {
+  clearTimeout(placeTimer);
+  placeTimer = setTimeout(rememberPlace, 150);
+}
+window.addEventListener("scroll", function () { notePlaceSoon(); rememberPlaceSoon(); }, { passive: true });
+
+// A resize or rotation reflows every row (cards below 52rem): the row that was first in view
+// goes back where it was, and the address (which names it) stays true.
+window.addEventListener("resize", function () {
+  insetPx = null;
+  if (landing) { settleLanding(); return; }
+  restore(place && place.row.isConnected ? place : null);
+  rememberPlaceSoon();
+});
+
+// Opened at a row (reload, bookmark, shared link, Back without a snapshot, open()): that row on
+// top. Near the end of what is loaded the document may be too short to bring it up yet, so it
+// is brought up again as rows arrive below, until the reader takes over.
+var landing = null;
+export function land(id) {
+  landing = id == null ? null : String(id);
+  settleLanding();
+}
+function settleLanding() {
+  var row = landing && document.getElementById("order-" + landing);
+  if (!row) { landing = null; return; }
+  row.scrollIntoView({ block: "start" });  // honours scroll-padding-top
+  if (Math.abs(row.getBoundingClientRect().top - inset()) <= 1) landing = null;
+}
+function goToNamedRow() {
+  var match = /^#order-(\d+)$/.exec(location.hash);
+  var first = firstRow();
+  // A list opened mid-way without a row named ("go to", a page's own URL): its first row, the
+  // one the URL starts at, goes on top, under the rows that load above it.
+  if (!match) { if (first && document.getElementById("less")) land(first.dataset.id); return; }
+  // Deleted since the address was taken: land on the first row of its page (the rows drawn
+  // so far are that page), the nearest place still there.
+  land(document.getElementById("order-" + match[1]) || !first ? match[1] : first.dataset.id);
+}
+["wheel", "keydown", "touchstart", "pointerdown"].forEach(function (name) {
+  window.addEventListener(name, function () { landing = null; }, { passive: true });
+});
+
+// --- A bounded document --------------------------------------------------------------------
+
+function maxRows() {
+  var t = table();
+  return t ? parseInt(t.dataset.maxRows || "0", 10) || 0 : 0;
+}
+
+// A sentinel row like the server's (its own markup, from orders.html's <template>).
+function sentinel(up, url) {
+  var row = fromTemplate(up ? "less-row" : "more-row");
+  row.querySelector("[hx-get]").setAttribute("hx-get", url);
+  row.querySelector("a").setAttribute("href", url);
+  return row;
+}
+
+// The rows in pages as drawn: each page from a row with data-pos up to the next one.
+function pages(rows) {
+  var out = [];
+  rows.forEach(function (row) {
+    if (!out.length || row.hasAttribute("data-pos")) out.push([]);
+    out[out.length - 1].push(row);
+  });
+  return out;
+}
+
+// Reads only. Which whole pages, far from the viewport on the side the reader moves away from,
+// to drop so that at most MAX_ROWS_IN_PAGE rows remain once `incoming` more have arrived.
+// Pages go whole because a page's first and last rows carry the URLs of its neighbours; only
+// beyond the 800 px the sentinels reach (app.css), or the sentinel left in their place would
+// load them straight back and the two ends would take turns.
+function planDrops(movingUp, incoming) {
+  var max = maxRows();
+  var rows = dataRows();
+  var excess = rows.length + incoming - max;
+  if (!max || excess <= 0) return null;
+  var groups = pages(rows), margin = window.innerHeight + 1200, dropped = 0, i, g;
+  if (!movingUp) {
+    for (i = 0; i < groups.length - 1 && dropped < excess; i++) {
+      g = groups[i];
+      if (!groups[i + 1][0].dataset.before) break;
+      if (g[g.length - 1].getBoundingClientRect().bottom > -margin) break;
+      dropped += g.length;
+    }
+    if (!i) return null;
+    return { up: false, from: groups[0][0], to: groups[i - 1][groups[i - 1].length - 1], keep: groups[i][0],
+      url: groups[i][0].dataset.before };
+  }
+  for (i = groups.length - 1; i > 0 && dropped < excess; i--) {
+    g = groups[i];
+    var prev = groups[i - 1][groups[i - 1].length - 1];
+    if (!prev.dataset.after) break;
+    if (g[0].getBoundingClientRect().top < window.innerHeight + margin) break;
+    dropped += g.length;
+  }
+  if (i === groups.length - 1) return null;
+  var last = groups[i][groups[i].length - 1];
+  return { up: true, from: groups[i + 1][0], keep: last, url: last.dataset.after };
+}
+
+// Writes only: one range removed, one sentinel put in its place.
+function applyDrops(plan) {
+  var range = document.createRange(), row;
+  if (!plan.up) {
+    var less = document.getElementById("less");  // above the rows, when there is one
+    range.setStartBefore(less && less.compareDocumentPosition(plan.from) & Node.DOCUMENT_POSITION_FOLLOWING ? less : plan.from);
+    range.setEndAfter(plan.to);
+    range.deleteContents();
+    row = sentinel(true, plan.url);
+    body().insertBefore(row, plan.keep);
+  } else {
+    range.setStartBefore(plan.from);
+    range.setEndAfter(body().lastChild);  // with #more or #end-of-list
+    range.deleteContents();
+    row = sentinel(false, plan.url);
+    body().appendChild(row);
+  }
+  htmx.process(row);
+}
+
+// For drops that had to wait for another load: read, write, read once.
+function trim(movingUp) {
+  if (busy()) return;
+  var anchor = anchorNow();
+  var plan = planDrops(movingUp, 0);
+  if (!plan) return;
+  applyDrops(plan);
+  restore(anchor);
+}
+
+// --- Loads ---------------------------------------------------------------------------------
+
+// Row guard: a fragment that arrives twice (a retry after a lost response, a re-fired sentinel
+// after history restore) must not show a row twice.
+function guard(rows) {
+  var fresh = new Set(rows), seen = new Set();
+  dataRows().forEach(function (r) { if (!fresh.has(r)) seen.add(r.dataset.id); });
+  return rows.filter(function (r) {
+    guarded.add(r);
+    if (seen.has(r.dataset.id)) { r.remove(); return false; }
+    seen.add(r.dataset.id);
+    return true;
+  });
+}
+
+function newRows(load) {
+  var rows = [], row;
+  if (load.up) {
+    row = load.edge ? load.edge.previousElementSibling : body().lastElementChild;
+    while (isRow(row)) { rows.unshift(row); row = row.previousElementSibling; }
+  } else {
+    row = load.edge ? load.edge.nextElementSibling : body().firstElementChild;
+    while (row) { if (isRow(row)) rows.push(row); row = row.nextElementSibling; }
+  }
+  return rows;
+}
+
+// Enter and Space on the button both arrive as a click, before htmx sends the form. (Not on
+// submit: that bubbles here after htmx started the request, and would hand the focus to the
+// next automatic load instead.)
+document.addEventListener("click", function (evt) {
+  if (evt.target.closest && evt.target.closest("[data-load-more]")) focusNext = true;
+});
+
+document.addEventListener("htmx:beforeRequest", function (evt) {
+  var row = controlRow(evt.detail.elt);
+  if (!row) return;
+  var up = row.id === "less";
+  loads.set(row, { up: up, edge: up ? firstRow() : lastRow(), focus: !up && focusNext, elt: evt.detail.elt });
+  focusNext = false;
+  requesting.add(evt.detail.elt);
+  setBusy();
+});
+function done(elt) {
+  requesting.delete(elt);
+  setBusy();
+}
+// For answers that were not swapped; a swapped sentinel is detached by then and its event
+// does not reach the document, so afterSwap and showRetry end their loads themselves.
+document.addEventListener("htmx:afterRequest", function (evt) { done(evt.detail.elt); });
+
+var swapAnchor = null;
+var trimLater = false;
+document.addEventListener("htmx:beforeSwap", function (evt) {
+  var detail = evt.detail;
+  // A boosted click on an order deleted since the list was drawn: show the server's
+  // "no longer exists" page (htmx leaves 4xx answers unswapped, which looked like nothing).
+  if (detail.boosted && detail.xhr.status === 404) {
+    detail.shouldSwap = true;
+    detail.isError = false;
+    return;
+  }
+  var load = loads.get(detail.target);
+  if (!load || !detail.shouldSwap) return;
+  // The read phase of the swap: where the reader is, and which far pages go.
+  swapAnchor = anchorNow();
+  var plan = null;
+  if (requesting.size <= 1) {
+    var incoming = (detail.serverResponse || "").split(' data-id="').length - 1;
+    plan = planDrops(load.up, incoming);
+  } else {
+    trimLater = true;  // nothing is dropped while another load will land next to an edge
+  }
+  // Writes: the drops now, htmx's swap right after; no layout in between.
+  if (plan) applyDrops(plan);
+});
+
+document.addEventListener("htmx:afterSwap", function (evt) {
+  var load = loads.get(evt.detail.target);
+  if (!load) return;
+  loads.delete(evt.detail.target);
+  done(load.elt);
+  // Still writing: the row guard and the other parts' changes to the new rows.
+  var rows = guard(newRows(load));
+  rows.forEach(runHooks);
+  // The one read after the writes.
+  var anchor = swapAnchor;
+  swapAnchor = null;
+  restore(anchor);
+  if (landing && !load.up) settleLanding();
+  var message = rows.length + (load.up ? " earlier" : " more") + " orders loaded.";
+  if (!load.up && !document.getElementById("more") && document.getElementById("end-of-list")) {
+    message += " End of orders.";
+  }
+  announce(message);
+  if (load.focus && rows.length) rows[0].focus({ preventScroll: false });
+  if (trimLater && !busy()) {
+    trimLater = false;
+    setTimeout(function () { trim(load.up); }, 0);  // after htmx has finished with this response
+  }
+  rememberPlaceSoon();
+  document.dispatchEvent(new CustomEvent("orders:loaded", { detail: { rows: rows, up: load.up } }));
+});
+
+// A failed load leaves a Retry row (the server's _error_row.html, or the same row kept in a
+// <template> when no answer came back) that asks for the same rows again.
+function showRetry(evt) {
+  var row = controlRow(evt.detail.elt);
+  if (!row) return;
+  var load = loads.get(row);
+  loads.delete(row);
+  done(evt.detail.elt);
+  var url = (evt.detail.pathInfo && evt.detail.pathInfo.finalRequestPath) ||
+    (evt.detail.requestConfig && evt.detail.requestConfig.path) || row.dataset.url;
+  var xhr = evt.detail.xhr;
+  var holder = document.createElement("tbody");
+  if (xhr && xhr.status >= 400 && /^\s*(<!--.*?-->\s*)?<tr[\s>]/.test(xhr.responseText || "") &&
+      /class="[^"]*error-row/.test(xhr.responseText)) {
+    holder.innerHTML = xhr.responseText;  // our own server's escaped template
+  }
+  var retry = holder.querySelector("tr.error-row") || fromTemplate("retry-row");
+  retry.id = row.id;
+  retry.dataset.url = url;
+  retry.querySelector("[data-retry]").addEventListener("click", function () {
+    focusNext = !(load && load.up);
+    htmx.ajax("GET", url, { source: retry, target: retry, swap: "outerHTML" });
+  });
+  row.replaceWith(retry);
+  setBusy();
+  announce("Couldn't load more orders. Retry is available.");
+}
+document.addEventListener("htmx:responseError", showRetry);
+document.addEventListener("htmx:sendError", showRetry);
+document.addEventListener("htmx:timeout", showRetry);
+
+// Rows that came by any other way (htmx.ajax from elsewhere) pass the same guard.
+htmx.onLoad(function (elt) {
+  if (isRow(elt)) {
+    if (guarded.has(elt) || elt.parentElement !== body()) return;
+    if (guard([elt]).length === 0) return;
+  }
+  runHooks(elt.querySelectorAll ? elt : document);
+});
+
+// Back without a snapshot: htmx fetched the page again (a full page, at the address's
+// position); put the named row on top. With a snapshot htmx restores the old scroll itself.
+document.addEventListener("htmx:historyRestore", function (evt) {
+  loads.clear();
+  requesting.clear();
+  if (evt.detail && evt.detail.cacheMiss) goToNamedRow();
+});
+
+// --- open(): the list at another URL, in place -----------------------------------------------
+
+function abortLoads() {
+  requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
+  loads.clear();
+  requesting.clear();
+  trimLater = false;
+  swapAnchor = null;
+}
+
+export function open(url, options) {
+  options = options || {};
+  var t = table();
+  if (t) t.setAttribute("aria-busy", "true");
+  return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } }).then(function (response) {
+    return response.text().then(function (text) {
+      var doc = new DOMParser().parseFromString(text, "text/html");
+      var fresh = doc.getElementById("orders");
+      if (!response.ok || !fresh) {
+        var message = doc.querySelector(".error-message");
+        var err = new Error(message ? message.textContent.trim() : "the server answered " + response.status);
+        err.status = response.status;
+        throw err;
+      }
+      abortLoads();
+      var target = new URL(response.url);
+      var named = /^#order-(\d+)$/.exec(new URL(url, location.href).hash);
+      var banner = document.getElementById("new-orders"), freshBanner = doc.getElementById("new-orders");
+      var list = document.adoptNode(fresh);
+      table().replaceWith(list);
+      if (banner) banner.remove();
+      if (freshBanner) {
+        freshBanner = document.adoptNode(freshBanner);
+        list.parentElement.insertBefore(freshBanner, document.getElementById("announcer") || list);
+        htmx.process(freshBanner);
+      }
+      htmx.process(list);
+      runHooks(list);
+      var first = firstRow();
+      var id = options.row != null ? String(options.row) : named ? named[1] : first && first.dataset.id;
+      var row = id && document.getElementById("order-" + id);
+      if (!row) row = first;
+      var address = target.pathname + target.search;
+      if (row && (document.getElementById("less") || row !== first)) address += "#order-" + row.dataset.id;
+      setAddress(address, options.push !== false);
+      opened = true;
+      place = null;
+      shownRow = null;
+      land(row ? row.dataset.id : null);
+      if (!row) window.scrollTo(0, 0);
+      if (row && options.focus) row.focus({ preventScroll: true });
+      setBusy();
+      var result = { row: row, url: address };
+      document.dispatchEvent(new CustomEvent("orders:opened", { detail: result }));
+      return result;
+    });
+  }).catch(function (err) {
+    setBusy();
+    throw err;
+  });
+}
+
+// Back and forward between entries open() made: show the list at that entry's address.
+// (htmx restores its own entries, the boosted navigations, itself.)
+window.addEventListener("popstate", function (evt) {
+  if (!opened || (evt.state && evt.state.htmx) || !table()) return;
+  open(location.pathname + location.search + location.hash, { push: false });
+});
+
+// --- Start --------------------------------------------------------------------------------
+
+// We put the reader back ourselves, at the row the address names: the browser's own restore
+// of the old scroll offset would land somewhere else in a document that starts elsewhere.
+if ("scrollRestoration" in history) history.scrollRestoration = "manual";
+
+export function start() {
+  goToNamedRow();
+  notePlaceSoon();
+}
+
+export var api = {
+  open: open,
+  land: land,
+  busy: busy,
+  firstVisibleRow: firstVisibleRow,
+  refresh: refresh,
+  rows: ROWS,
+};

@@ -1,0 +1,277 @@
+"""Nothing moves that the reader did not move: fixed columns in every sort, phone cards that never
+overflow (largest amount, longest name, 200% zoom), a resize that keeps the first row in view,
+skeleton rows while a page loads, dark mode, and the scroll window's API (window.ordersList).
+Chromium on SQLite and PostgreSQL; waits are web-first assertions or wait_for_function.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+
+import pytest
+from playwright.sync_api import Page, Route, expect
+
+from orders.models import CUSTOMER_MAX_LENGTH
+
+from .helpers import BASE, add_orders, seed
+from .live import FIRST_IN_VIEW, REMOTE_URL, ROWS, engine_of, expect_on_top, put_on_top, scroll_until
+
+pytestmark = [pytest.mark.browser]
+if REMOTE_URL:
+    pytestmark.append(
+        pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: seeds its own database")
+    )
+
+LARGEST = Decimal("9999999999.99")  # the largest amount the API accepts (Numeric(12, 2))
+SHOWN_LARGEST = "9,999,999,999.99"
+
+
+def long_name(i: int) -> str:
+    """A name of the longest length the API accepts, sorting among the seeded 'Customer N'."""
+    return (f"Customer {i} " + "Wolfeschlegelsteinhausenbergerdorff" * 2)[:CUSTOMER_MAX_LENGTH]
+
+
+def seed_with_extremes(engine, count: int) -> None:
+    """`count` ordinary orders, and every 60th minute one with the longest name and one with
+    the largest amount (so they are loaded and dropped in every sort)."""
+    seed(engine, count)
+    extremes = []
+    for n, minutes in enumerate(range(0, count // 3, 20)):
+        when = BASE - dt.timedelta(minutes=minutes, seconds=30)
+        extremes.append((when, long_name(n % 17), Decimal("12.50"), "paid"))
+        extremes.append((when, f"Customer {n % 17}", LARGEST - n, "cancelled"))
+    add_orders(engine, extremes)
+
+
+# Where each column is: the header cells and every row in the document (left, width), read at once.
+COLUMNS = """largest => {
+  const box = el => { const r = el.getBoundingClientRect(); return [r.left, r.width]; };
+  const heads = [...document.querySelectorAll('#orders thead th')].map(box);
+  const rows = [...document.querySelectorAll('#rows > tr[data-id]')];
+  return {heads, cells: rows.map(r => [...r.children].map(box)),
+          long: rows.filter(r => r.querySelector('.customer').textContent.length >= 60).length,
+          largest: rows.filter(r => r.querySelector('.amount').textContent === largest).length,
+          dropped: !!document.getElementById('less'),
+          // Amounts whole, never clipped; long names cut with an ellipsis, whole in their title.
+          clipped: rows.map(r => r.querySelector('.amount')).filter(td => td.scrollWidth > td.clientWidth)
+                       .map(td => td.textContent),
+          names: rows.map(r => r.querySelector('.customer')).filter(td => td.textContent.length >= 60)
+                     .map(td => [td.title === td.textContent, td.scrollWidth > td.clientWidth])};
+}"""
+
+
+def test_columns_are_the_same_in_every_sort_whatever_rows_are_loaded(live, page: Page):
+    live.app.config.update(AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=100)
+    seed_with_extremes(engine_of(live), 600)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    layouts: dict[str, list] = {}
+    for sort in ("newest", "oldest", "amount", "customer"):
+        page.goto(f"{live.url}/orders?sort={sort}")
+        expect(page.locator(ROWS).nth(19)).to_be_attached()
+        seen_long = seen_largest = 0
+        dropped = False
+        positions = set()
+        for _ in range(45):
+            page.mouse.wheel(0, 600)
+            page.wait_for_timeout(40)  # pacing for the intersection observer, not a timing assertion
+            now = page.evaluate(COLUMNS, SHOWN_LARGEST)
+            positions.add(tuple(map(tuple, now["heads"])))
+            # Every row's cells sit exactly under the headers.
+            for cells in now["cells"]:
+                assert [tuple(c) for c in cells] == [tuple(h) for h in now["heads"]]
+            assert not now["clipped"], now["clipped"]
+            assert all(whole and cut for whole, cut in now["names"]), now["names"]
+            seen_long += now["long"]
+            seen_largest += now["largest"]
+            dropped |= now["dropped"]
+        assert len(positions) == 1, f"{sort}: the columns moved: {positions}"
+        assert seen_long and seen_largest, f"{sort}: the extreme rows were never loaded"
+        assert dropped, f"{sort}: no rows were dropped"
+        layouts[sort] = positions.pop()
+    assert len(set(layouts.values())) == 1, layouts
+
+
+def overflow(page: Page) -> dict:
+    """How far anything reaches past the viewport's right edge, and clipped amounts."""
+    return page.evaluate(
+        """() => ({
+          scroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+          cards: Math.max(...[...document.querySelectorAll('#rows > tr[data-id]')]
+                   .map(r => r.getBoundingClientRect().right)) - document.documentElement.clientWidth,
+          clipped: [...document.querySelectorAll('#rows td.amount')]
+                   .filter(td => td.scrollWidth > td.clientWidth + 0.5).map(td => td.textContent),
+        })"""
+    )
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "scale"),
+    [(390, 844, 3), (195, 422, 6), (640, 400, 2)],
+    ids=["phone", "phone-at-200%", "desktop-at-200%"],
+)
+def test_no_horizontal_overflow_with_the_largest_amount_and_longest_name(live, browser, width, height, scale):
+    engine = engine_of(live)
+    seed(engine, 60)
+    newest = BASE + dt.timedelta(minutes=1)
+    add_orders(engine, [(newest, "W" * CUSTOMER_MAX_LENGTH, LARGEST, "cancelled")])
+    add_orders(engine, [(newest, "Ana " + "Wolfeschlegel " * 5, LARGEST, "shipped")])
+    # 200% zoom is a viewport half as wide in CSS pixels, at twice the pixel density.
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=scale)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_contain_text(SHOWN_LARGEST)
+    page.mouse.wheel(0, 4000)  # on to the next page (a card is up to four lines at 200%)
+    expect(page.locator(ROWS)).not_to_have_count(20)
+    result = overflow(page)
+    assert result["scroll"] <= 0 and result["cards"] <= 0.5 and not result["clipped"], result
+    context.close()
+
+
+def test_a_resize_keeps_the_first_visible_row_and_the_address_follows(live, page: Page):
+    live.app.config.update(AUTO_PAGES=10_000)
+    seed(engine_of(live), 400)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(live.url + "/orders")
+    scroll_until(page, 220)
+    order_id = page.locator(ROWS).nth(200).get_attribute("data-id")
+    put_on_top(page, order_id)
+    for width, height in ((620, 800), (390, 844), (844, 390), (1280, 800)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_function(f"() => ({FIRST_IN_VIEW})() === '{order_id}'", polling="raf", timeout=5000)
+        expect_on_top(page, order_id)
+        expect(page).to_have_url(re.compile(rf"#order-{order_id}$"))
+
+
+def hold(page: Page, pattern: str) -> list[Route]:
+    """Requests matching `pattern` wait until the test lets them go (route.continue_())."""
+    held: list[Route] = []
+    page.route(re.compile(pattern), lambda route: held.append(route))
+    return held
+
+
+SKELETON = """() => {
+  const s = document.querySelector('#rows .sentinel .skeleton');
+  if (!s) return null;
+  const sk = s.querySelector('.sk').getBoundingClientRect();
+  const row = document.querySelector('#rows > tr[data-id]').getBoundingClientRect();
+  const footer = document.querySelector('footer').getBoundingClientRect();
+  return {top: sk.top, height: sk.height, rowHeight: row.height, bars: s.querySelectorAll('.sk').length,
+          visible: sk.top < innerHeight && sk.bottom > 0, footerTop: footer.top,
+          animation: getComputedStyle(s).animationName};
+}"""
+
+
+@pytest.mark.parametrize("motion", ["no-preference", "reduce"])
+def test_skeleton_rows_while_a_page_loads_below_and_above(live, browser, motion):
+    live.app.config.update(AUTO_PAGES=10_000)
+    seed(engine_of(live), 200)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, reduced_motion=motion)
+    page = context.new_page()
+    held = hold(page, r".*/orders\?.*after=.*page=")
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS)).to_have_count(20)
+    page.wait_for_function("() => document.getElementById('orders').getAttribute('aria-busy') === 'true'")
+    assert page.evaluate("window.ordersList.busy()")
+    # The reader reaches the end of what is loaded while the next page is on its way.
+    page.evaluate("document.getElementById('more').scrollIntoView({block: 'start'})")
+    skeleton = page.evaluate(SKELETON)
+    assert skeleton["visible"] and skeleton["bars"] >= 10
+    assert abs(skeleton["height"] - skeleton["rowHeight"]) <= 0.5, skeleton  # a row's own height
+    assert skeleton["footerTop"] >= 800, "the footer shows right under the loading rows"
+    assert skeleton["animation"] == ("none" if motion == "reduce" else "skeleton-pulse")
+    # The rows arrive where the skeleton was: nothing the reader sees moves.
+    top = skeleton["top"]
+    held.pop().continue_()
+    expect(page.locator(ROWS)).to_have_count(40)
+    new_row = page.locator(ROWS).nth(20)
+    assert abs(new_row.evaluate("r => r.getBoundingClientRect().top") - top) <= 1
+    context.close()
+
+
+def test_skeleton_above_a_list_opened_mid_way_and_gone_at_the_end(live, page: Page):
+    live.app.config.update(AUTO_PAGES=10_000)
+    seed(engine_of(live), 60)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS)).to_have_count(40)  # the first page and the one it prefetched
+    deep = page.locator(ROWS).nth(20).get_attribute("data-pos")
+    held = hold(page, r".*/orders\?.*before=.*")
+    page.goto(live.url + deep)
+    first = page.locator(ROWS).first.get_attribute("data-id")
+    expect_on_top(page, first)  # a list opened mid-way starts at its own first row
+    expect(page.locator("#less .skeleton")).to_be_attached()
+    page.mouse.wheel(0, -300)  # up into the skeleton while the rows above are held
+    expect(page.locator("#less .sk").last).to_be_in_viewport()
+    before = page.locator(f"#order-{first}").evaluate("r => r.getBoundingClientRect().top")
+    page.wait_for_function("() => window.ordersList.busy()")
+    held.pop().continue_()
+    expect(page.locator("#less")).to_have_count(0)  # the top of the list: no skeleton left above
+    after = page.locator(f"#order-{first}").evaluate("r => r.getBoundingClientRect().top")
+    assert abs(after - before) <= 2, (before, after)
+    # Down to the end: the last sentinel is gone, and with it every skeleton.
+    for _ in range(50):
+        if page.locator("#end-of-list").count():
+            break
+        page.mouse.wheel(0, 1500)
+        page.wait_for_timeout(40)
+    expect(page.locator("#end-of-list")).to_be_attached()
+    expect(page.locator("#rows .skeleton")).to_have_count(0)
+
+
+def test_dark_scheme_is_applied_and_accessible(live, browser, tmp_path):
+    from axe_playwright_python.sync_playwright import Axe
+
+    seed(engine_of(live), 100)
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    page.mouse.wheel(0, 1200)
+    expect(page.locator(ROWS)).not_to_have_count(20)
+    colours = page.evaluate(
+        "() => [document.body, document.getElementById('orders')]"
+        ".map(e => getComputedStyle(e).backgroundColor)"
+    )
+    assert colours == ["rgb(17, 20, 24)", "rgb(26, 30, 36)"], colours
+    page.screenshot(path=tmp_path / "dark.png")
+    results = Axe().run(page)
+    serious = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+    assert not serious, [(v["id"], v["help"], [n["target"] for n in v["nodes"][:3]]) for v in serious]
+    context.close()
+
+
+def test_open_shows_the_list_at_a_url_with_the_row_on_top_in_one_request(live, page: Page):
+    """window.ordersList.open(): what the sticky controls (Top, End, go to) call."""
+    live.app.config.update(AUTO_PAGES=10_000)
+    seed(engine_of(live), 300)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(live.url + "/orders")
+    scroll_until(page, 120)
+    deep = page.locator(ROWS).nth(100)
+    target_id, target_pos = deep.get_attribute("data-id"), deep.get_attribute("data-pos")
+    assert target_pos
+    toolbar = page.locator(".toolbar").element_handle()
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_function("() => !window.ordersList.busy()")
+    requests: list[str] = []  # open()'s own (fetch), not the scroll window's loads (htmx's XHRs)
+    page.on("request", lambda r: r.resource_type == "fetch" and requests.append(r.url))
+    result = page.evaluate(
+        "([url, row]) => window.ordersList.open(url, {row}).then(r => r.url)", [target_pos, target_id]
+    )
+    assert result.endswith(f"#order-{target_id}")
+    expect_on_top(page, target_id)
+    expect(page).to_have_url(re.compile(rf"#order-{target_id}$"))
+    assert requests == [live.url + target_pos]
+    assert toolbar.evaluate("t => t.isConnected"), "open() replaced more than the list"
+    # A URL the server refuses is an error to the caller; the list stays as it was.
+    message = page.evaluate(
+        "() => window.ordersList.open('/orders?after=tampered.cursor')"
+        ".then(() => 'opened', e => e.status + ' ' + e.message)"
+    )
+    assert message.startswith("400 ") and "cursor" in message
+    expect(page.locator(f"#order-{target_id}")).to_be_attached()
+    # Back returns to the list as it was before open().
+    page.go_back()
+    expect(page).not_to_have_url(re.compile(rf"#order-{target_id}$"))
+    expect(page.locator(ROWS).first).to_be_attached()
