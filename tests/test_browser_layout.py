@@ -116,7 +116,7 @@ def test_no_horizontal_overflow_with_the_largest_amount_and_longest_name(live, b
     seed(engine, 60)
     newest = BASE + dt.timedelta(minutes=1)
     add_orders(engine, [(newest, "W" * CUSTOMER_MAX_LENGTH, LARGEST, "cancelled")])
-    add_orders(engine, [(newest, "Ana " + "Wolfeschlegel " * 5, LARGEST, "shipped")])
+    add_orders(engine, [(newest, ("Ana " + "Wolfeschlegel " * 5)[:CUSTOMER_MAX_LENGTH], LARGEST, "shipped")])
     # 200% zoom is a viewport half as wide in CSS pixels, at twice the pixel density.
     context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=scale)
     page = context.new_page()
