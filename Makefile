@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster clean
+.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,7 @@ test: $(VENV)/.dev
 	scripts/ensure-databases
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
+	scripts/ensure-shards
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -77,6 +78,12 @@ bench-cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
 	$(BIN)/python -m bench.cluster_level
+
+## cluster-shards: a coordinator and SHARDS=3 PostgreSQL shard servers (postgres_fdw), 2 app servers, haproxy; Ctrl-C stops it all
+cluster-shards: $(VENV)/.dev
+	scripts/ensure-haproxy
+	scripts/ensure-shards
+	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --rows $${ROWS:-300000}
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache .hypothesis

@@ -36,6 +36,7 @@ from .listing import InvalidParameter, ListRequest
 from .models import STATUSES, Order
 from .seed import seed_orders
 from .settings import SettingsError
+from .shards import ShardSetupError, init_shards
 from .sorts import SORTS
 
 
@@ -69,7 +70,7 @@ def explained(err: BaseException) -> str | None:
     with its traceback)."""
     from alembic.util import CommandError
 
-    if isinstance(err, SettingsError):
+    if isinstance(err, SettingsError | ShardSetupError):
         return str(err)
     if isinstance(err, CommandError):
         return f"migrations: {_first_line(err)} (is this database from a newer version of the app?)"
@@ -106,7 +107,13 @@ def tool(command: Callable[..., Any]) -> Callable[..., Any]:
 @tool
 @with_appcontext
 def init_db_command() -> None:
-    """Create or upgrade the schema to the newest migration (safe to run again)."""
+    """Create or upgrade the schema to the newest migration (safe to run again). With
+    DATABASE_SHARD_URLS: every shard, then the coordinator's foreign partitions (orders/shards.py)."""
+    shard_urls = current_app.config.get("DATABASE_SHARD_URLS")
+    if shard_urls:
+        cfg = current_app.config
+        click.echo(init_shards(cfg["DATABASE_URL"], shard_urls, page_size=cfg["PAGE_SIZE"]))
+        return
     migrate(_cli_engine())
     click.echo("database is at the newest migration")
 

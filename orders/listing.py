@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flask import current_app, has_app_context
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
@@ -79,7 +80,9 @@ class ListRequest:
 
     @property
     def keyset(self) -> Keyset:
-        return SORTS[self.sort].keyset
+        # Over shards (foreign partitions) the seek must be one postgres_fdw ships to each shard.
+        sharded = has_app_context() and bool(current_app.config.get("DATABASE_SHARD_URLS"))
+        return SORTS[self.sort].keyset_for(sharded=sharded)
 
     @property
     def filters(self) -> dict[str, Any]:

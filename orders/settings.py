@@ -231,6 +231,13 @@ SETTINGS: tuple[Setting, ...] = (
         "PostgreSQL streaming standbys that serve list reads (empty: every read on the primary)",
     ),
     Setting(
+        "DATABASE_SHARD_URLS",
+        DatabaseUrlList(DatabaseUrl(("postgresql",))),
+        (),
+        "PostgreSQL shard servers; DATABASE_URL is then the coordinator holding one postgres_fdw "
+        "partition per shard (docs/shards.md); empty: one database; refused with SQLite or MariaDB",
+    ),
+    Setting(
         "SECRET_KEY",
         Text(),
         None,
@@ -367,6 +374,12 @@ def check_together(values: Mapping[str, Any]) -> None:
         raise SettingsError(
             f"MAX_ROWS_IN_PAGE={rows} is not valid: it must be 0 or at least 3 x PAGE_SIZE ({3 * size}), "
             "or every swap would drop the rows just loaded"
+        )
+    shards, url = values.get("DATABASE_SHARD_URLS") or (), values.get("DATABASE_URL")
+    if shards and not str(url or "sqlite (the default)").startswith("postgresql"):
+        raise SettingsError(
+            "DATABASE_SHARD_URLS is only for a PostgreSQL DATABASE_URL (the coordinator): SQLite and "
+            "MariaDB have no foreign partitions; unset DATABASE_SHARD_URLS or use PostgreSQL"
         )
     if values["APP_ENV"] != PRODUCTION:
         return

@@ -9,6 +9,7 @@ only: a new sort is one entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from pagination import Keyset
@@ -30,6 +31,16 @@ class Sort:
     # With a status filter, the (status, created_at, id) index serves this sort (MariaDB needs a
     # hint to read it as a range: orders/listing.py).
     status_index: bool = False
+
+    @cached_property
+    def bounded_keyset(self) -> Keyset:
+        """The same order with the expanded seek and its leading bound (`seek="bounded"`): the
+        form postgres_fdw ships to every shard (a row value is filtered on the coordinator, so
+        each shard would be read from its first row). Used when DATABASE_SHARD_URLS is set."""
+        return Keyset(self.name, *self.keyset.part_order_by(), seek="bounded")
+
+    def keyset_for(self, *, sharded: bool) -> Keyset:
+        return self.bounded_keyset if sharded else self.keyset
 
 
 SORTS: dict[str, Sort] = {
