@@ -25,7 +25,7 @@ run: $(VENV)/.runtime
 	@if [ -z "$$API_TOKENS" ]; then echo "API_TOKENS is not set: POST and DELETE are open to clients on this machine (loopback) only; set API_TOKENS=token1,token2 to require Authorization: Bearer <token>."; fi
 	$(FLASK) run --port $${PORT:-5000}
 
-## test: lint, then the whole suite on SQLite, PostgreSQL, MariaDB and Chromium
+## test: lint, then the whole suite on SQLite, PostgreSQL 15 and 18.6, MariaDB and Chromium
 test: $(VENV)/.dev
 	scripts/ensure-chromium
 	scripts/ensure-databases
