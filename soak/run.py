@@ -236,7 +236,10 @@ def reader(base: str, stats: Stats, stop: threading.Event, seed: int) -> None:
         turn += 1
         walk = Walk(sort, status, time.monotonic())
         params: dict[str, Any] = {"limit": PAGE, "sort": sort, **({"status": status} if status else {})}
-        while not stop.is_set():
+        # A walk begun before `stop` is finished (bounded), so even a short soak on a busy machine
+        # completes a walk in every sort instead of abandoning the slow ones.
+        deadline = walk.started + API_WALK_SECONDS
+        while not stop.is_set() or time.monotonic() < deadline:
             started = time.monotonic()
             try:
                 response = session.get(f"{base}/api/orders", params=params, timeout=REQUEST_TIMEOUT)
@@ -266,6 +269,7 @@ def reader(base: str, stats: Stats, stop: threading.Event, seed: int) -> None:
 
 
 BROWSER_WALK_SECONDS = 90
+API_WALK_SECONDS = 90
 
 
 def browser_reader(base: str, stats: Stats, stop: threading.Event) -> None:
@@ -413,7 +417,7 @@ def soak(database_url: str, config: Config) -> dict[str, Any]:
         stop.wait(config.seconds)
         stop.set()
         for thread in threads:
-            extra = BROWSER_WALK_SECONDS if thread is browser_thread else 0
+            extra = BROWSER_WALK_SECONDS if thread is browser_thread else API_WALK_SECONDS
             thread.join(timeout=max(REQUEST_TIMEOUT) + 5 + extra)
         elapsed = time.monotonic() - started
         stuck = [thread.name for thread in threads if thread.is_alive()]
