@@ -16,7 +16,7 @@ from devtools.gunicorn import free_port
 from orders.db import make_engine
 from orders.models import Order
 
-from .databases import SERVER_URLS, throwaway_database
+from .databases import POSTGRESQL, SERVER_URLS, throwaway_database
 from .fixtures import SECRET
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,9 +85,10 @@ def test_a_bad_option_is_a_usage_error_without_traceback(tmp_path: Path) -> None
     assert "Invalid value for '--rows'" in result.stderr
 
 
-def test_the_seed_is_not_bound_by_the_web_statement_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", POSTGRESQL)
+def test_the_seed_is_not_bound_by_the_web_statement_timeout(kind: str, tmp_path: Path) -> None:
     """200,000 rows take far longer than 100 ms on PostgreSQL; the web's timeout must not apply."""
-    with throwaway_database("postgresql", tmp_path, "seed") as url:
+    with throwaway_database(kind, tmp_path, "seed") as url:
         assert flask(url, "init-db").returncode == 0
         result = flask(url, "seed", "--rows", "200000", STATEMENT_TIMEOUT_MS="100")
         assert result.returncode == 0, result.stderr
