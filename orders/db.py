@@ -11,25 +11,90 @@ from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
+# --- Client-side bounds: a server that hangs (kill -STOP, a partition) ends the wait ---------
+#
+# A server that refuses is noticed at once; one that hangs is noticed only by the client's own
+# clocks. Each wait has its own: connecting (libpq/PyMySQL connect_timeout, which also covers a
+# listener that accepts and never answers), a free connection from the pool (pool_timeout), and
+# every answer to a statement once connected (read_timeout below). statement_timeout is the
+# server's and never fires when the server itself is frozen. TCP keepalives (and libpq's
+# tcp_user_timeout) notice a partition on an idle pooled connection; they cannot notice a
+# frozen process, whose kernel still acknowledges every packet: only the read timeout does.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 5, "keepalives_count": 3}
 
-def make_engine(url: str, *, statement_timeout_ms: int | None = None, pre_ping: bool = True) -> Engine:
-    """An engine that notices dead connections (pre-ping) and bounds how long a query may run."""
+
+def _bounded_psycopg(read_timeout: float) -> Any:
+    """A psycopg Connection class whose every wait for the server ends after `read_timeout` s.
+
+    psycopg's `Connection.wait()` is the one place a sync connection waits on its socket
+    (statements, fetches, COPY, commit, rollback, the pool's ping); its `timeout` raises
+    `_WaitTimeout` mid-protocol, after which the connection cannot be used: it is closed, so
+    SQLAlchemy sees a disconnect (invalidates it, and errors.py answers 503)."""
+    import psycopg
+    from psycopg import errors as pg_errors
+
+    class BoundedConnection(psycopg.Connection):
+        def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+            try:
+                return super().wait(gen, interval=interval, timeout=timeout or read_timeout)
+            except pg_errors._WaitTimeout:  # psycopg's own: "convert it to a public one"
+                self.pgconn.finish()
+                raise psycopg.OperationalError(
+                    f"the server did not answer within {read_timeout:g} s (client read timeout)"
+                ) from None
+
+    return BoundedConnection
+
+
+def make_engine(
+    url: str,
+    *,
+    statement_timeout_ms: int | None = None,
+    pre_ping: bool = True,
+    connect_timeout_s: int = 5,
+    read_timeout_ms: int | None = None,
+    pool_timeout_s: float | None = None,
+    poolclass: Any = None,
+) -> Engine:
+    """An engine that notices dead connections (pre-ping), bounds how long a query may run on
+    the server (statement_timeout_ms) and how long the client waits for a server that does not
+    answer (connect_timeout_s, read_timeout_ms, pool_timeout_s; None: no client bound)."""
     kwargs: dict[str, Any] = {"pool_pre_ping": pre_ping}
+    if poolclass is not None:
+        kwargs["poolclass"] = poolclass
+    elif pool_timeout_s is not None and not url.startswith("sqlite"):
+        kwargs["pool_timeout"] = pool_timeout_s
     connect_args: dict[str, Any] = {}
     if url.startswith("postgresql"):
-        connect_args["connect_timeout"] = 5
+        connect_args["connect_timeout"] = connect_timeout_s
+        connect_args.update(KEEPALIVES)
+        if read_timeout_ms:
+            # Unacknowledged data (a partition mid-statement) drops the connection as well.
+            connect_args["tcp_user_timeout"] = int(read_timeout_ms)
         # UTC sessions: timestamps come back already in UTC, no per-value conversion.
         options = "-c timezone=UTC"
         if statement_timeout_ms:
             options += f" -c statement_timeout={int(statement_timeout_ms)}"
         connect_args["options"] = options
     elif url.startswith(("mysql", "mariadb")):
-        connect_args.update(connect_timeout=5, charset="utf8mb4")
+        connect_args.update(connect_timeout=connect_timeout_s, charset="utf8mb4")
+        if read_timeout_ms:
+            # PyMySQL's socket timeouts: a frozen server is a lost connection (2013), a 503.
+            connect_args.update(read_timeout=read_timeout_ms / 1000, write_timeout=read_timeout_ms / 1000)
     elif url.startswith("sqlite"):
         # Flask serves requests on several threads; each checks out its own connection.
         connect_args["check_same_thread"] = False
         connect_args["timeout"] = 15
     engine = create_engine(url, connect_args=connect_args, **kwargs)
+    if url.startswith("postgresql") and read_timeout_ms:
+        connection_class = _bounded_psycopg(read_timeout_ms / 1000)
+
+        @event.listens_for(engine, "do_connect")
+        def _bounded_connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+            # SQLAlchemy's documented hook for connecting another way; the dialect would call
+            # psycopg.connect(), the same classmethod on psycopg's own class.
+            return connection_class.connect(*cargs, **cparams)
+
     if url.startswith(("mysql", "mariadb")) and statement_timeout_ms:
         seconds = statement_timeout_ms / 1000
 
@@ -51,6 +116,24 @@ def make_engine(url: str, *, statement_timeout_ms: int | None = None, pre_ping: 
     return engine
 
 
+def health_engine(url: str, timeout_ms: int) -> Engine:
+    """/healthz's own engine: a fresh connection per check (NullPool: nothing to leak or to go
+    stale) bounded by the health check's timeout, not a request's: a load balancer learns
+    about a hung database within that bound. libpq's connect_timeout is whole seconds, 2 s at
+    least."""
+    from sqlalchemy.pool import NullPool
+
+    engine = make_engine(
+        url,
+        pre_ping=False,
+        connect_timeout_s=max(2, -(-timeout_ms // 1000)),
+        read_timeout_ms=timeout_ms,
+        statement_timeout_ms=timeout_ms // 2,
+        poolclass=NullPool,
+    )
+    return engine
+
+
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` with Alembic (idempotent)."""
     # Imported here: Alembic is a tenth of a second of start-up that only init-db and the
@@ -66,10 +149,16 @@ def migrate(engine: Engine, revision: str = "head") -> None:
 
 
 def init_app(app: Flask) -> None:
+    cfg = app.config
     engine = make_engine(
-        app.config["DATABASE_URL"], statement_timeout_ms=app.config.get("STATEMENT_TIMEOUT_MS")
+        cfg["DATABASE_URL"],
+        statement_timeout_ms=cfg.get("STATEMENT_TIMEOUT_MS"),
+        connect_timeout_s=cfg["DATABASE_CONNECT_TIMEOUT_S"],
+        read_timeout_ms=cfg["DATABASE_READ_TIMEOUT_MS"],
+        pool_timeout_s=cfg["DATABASE_POOL_TIMEOUT_S"],
     )
     app.extensions["engine"] = engine
+    app.extensions["health_engine"] = health_engine(cfg["DATABASE_URL"], cfg["HEALTHZ_TIMEOUT_MS"])
     app.extensions["sessionmaker"] = sessionmaker(engine, expire_on_commit=False)
     app.teardown_appcontext(close_session)
 

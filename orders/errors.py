@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, render_template, request
 from flask.globals import request_ctx
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, SecurityError
 
@@ -217,8 +217,10 @@ def retryable(err: BaseException) -> bool:
         sqlstate = getattr(orig, "sqlstate", None)
         if sqlstate is None:
             # No SQLSTATE: the client library failed before the server said anything (refused,
-            # unreachable, connect timeout).
-            return type(orig).__name__ == "OperationalError"
+            # unreachable, a connect or read timeout). psycopg raises OperationalError or one of
+            # its subclasses (ConnectionTimeout), which SQLAlchemy wraps in its OperationalError:
+            # asked by class, never by name.
+            return isinstance(err, OperationalError)
         return sqlstate.startswith("08") or sqlstate in _PG_RETRYABLE
     if driver.startswith("pymysql"):
         # PyMySQL's SQLSTATE is mostly the catch-all HY000: the error number says what happened.

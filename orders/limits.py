@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from flask import Flask, current_app, request
 from flask_limiter import ApplicationLimit, Limiter, RateLimitExceeded
@@ -46,6 +47,15 @@ def _exempt() -> bool:
     )
 
 
+def _storage_options(app: Flask) -> dict[str, Any]:
+    """redis-py's socket timeouts, so a hung Redis (kill -STOP, a partition) is a refused one:
+    without them a request waits on it without limit. Nothing for memory://."""
+    if app.config["RATELIMIT_STORAGE_URI"].startswith("memory"):
+        return {}
+    seconds = app.config["RATELIMIT_STORAGE_TIMEOUT_MS"] / 1000
+    return {"socket_timeout": seconds, "socket_connect_timeout": seconds}
+
+
 def init_app(app: Flask) -> Limiter:
     # One Limiter per app (not a module-level one): its storage belongs to the app, so two apps
     # in one process (tests, or two configurations) never share counters by accident.
@@ -56,10 +66,13 @@ def init_app(app: Flask) -> Limiter:
             ApplicationLimit(_writes, scope="writes", methods=WRITE_METHODS, exempt_when=_exempt),
         ],
         storage_uri=app.config["RATELIMIT_STORAGE_URI"],
+        storage_options=_storage_options(app),
         strategy=STRATEGY,
         key_prefix=app.config["RATELIMIT_KEY_PREFIX"],
-        # A Redis that stops answering must not take the app down with it: count in memory
-        # meanwhile (logged by Flask-Limiter), per process, until Redis is back.
+        # A Redis that refuses or stops answering must not take the app down with it: count in
+        # memory meanwhile, per process, until Redis is back. Flask-Limiter logs the switch once
+        # ("Rate limit storage unreachable - falling back to in-memory storage"), then asks Redis
+        # again after 1, 2, 4, ... 32 s and logs "Rate limit storage recovered" when it answers.
         in_memory_fallback_enabled=not app.config["RATELIMIT_STORAGE_URI"].startswith("memory"),
     )
     limiter.init_app(app)

@@ -297,6 +297,31 @@ SETTINGS: tuple[Setting, ...] = (
         "the longest a web request's query may run (PostgreSQL, MariaDB); CLI commands are not bound by it",
     ),
     Setting(
+        "DATABASE_CONNECT_TIMEOUT_S",
+        Integer(2, 60, " (libpq counts whole seconds, 2 at least)"),
+        5,
+        "the longest a new database connection may take, a server that accepts and never answers included",
+    ),
+    Setting(
+        "DATABASE_READ_TIMEOUT_MS",
+        Integer(100, 3_600_000),
+        15_000,
+        "the longest a web request waits for any answer of a connected database (a frozen server, "
+        "a partition): then 503; must exceed STATEMENT_TIMEOUT_MS",
+    ),
+    Setting(
+        "DATABASE_POOL_TIMEOUT_S",
+        Integer(1, 300),
+        5,
+        "the longest a web request waits for a free pooled connection (all busy): then 503",
+    ),
+    Setting(
+        "HEALTHZ_TIMEOUT_MS",
+        Integer(100, 60_000),
+        2000,
+        "the longest /healthz waits for each dependency (database, Redis) before calling it unhealthy",
+    ),
+    Setting(
         "REPLICA_MAX_LAG_MS",
         Integer(0, 3_600_000),
         1000,
@@ -326,6 +351,13 @@ SETTINGS: tuple[Setting, ...] = (
         "memory://",
         "where rate-limit counters live; memory:// counts per process, redis:// shares them; "
         "(production) redis:// when WEB_CONCURRENCY > 1",
+    ),
+    Setting(
+        "RATELIMIT_STORAGE_TIMEOUT_MS",
+        Integer(10, 10_000),
+        200,
+        "the longest a request waits for Redis (connect or answer); then its limits count in "
+        "memory until Redis answers again",
     ),
     Setting(
         "RATELIMIT_KEY_PREFIX",
@@ -380,6 +412,12 @@ def check_together(values: Mapping[str, Any]) -> None:
         raise SettingsError(
             "DATABASE_SHARD_URLS is only for a PostgreSQL DATABASE_URL (the coordinator): SQLite and "
             "MariaDB have no foreign partitions; unset DATABASE_SHARD_URLS or use PostgreSQL"
+        )
+    statement, read = values["STATEMENT_TIMEOUT_MS"], values["DATABASE_READ_TIMEOUT_MS"]
+    if read <= statement:
+        raise SettingsError(
+            f"DATABASE_READ_TIMEOUT_MS={read} is not valid: it must exceed STATEMENT_TIMEOUT_MS "
+            f"({statement}), or a slow query would cut its connection instead of being cancelled"
         )
     if values["APP_ENV"] != PRODUCTION:
         return

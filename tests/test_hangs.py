@@ -1,0 +1,243 @@
+"""Dependencies that hang instead of refusing, for real on loopback: every wait ends in a 503.
+
+- A listener that accepts connections and never answers stands in for the database
+  (PostgreSQL and MariaDB URLs): connect_timeout ends every request, /healthz included, with
+  503 `unavailable` and Retry-After (it was a 500: psycopg raises ConnectionTimeout, a subclass
+  of OperationalError).
+- A throwaway PostgreSQL cluster of the test's own is frozen (SIGSTOP on the postmaster and
+  every backend) while the app holds pooled connections: the client read timeout ends the
+  requests, /healthz says so within its own bound, and after SIGCONT the same app answers 200.
+- A Redis of the test's own holding the rate-limit counters is frozen: requests are answered
+  (counted in memory, logged once), /healthz is 503 naming it, and once Redis answers again
+  the counters go back to it.
+
+Never the machine's own PostgreSQL or Redis: only servers these tests started, by their ids.
+Times are printed; the only bound asserted is SAFETY, far beyond every timeout, which a wait
+without limit would cross.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+
+from devtools.pgserver import Server, ServerUnavailable, debian_bindir
+from devtools.throwaway import frozen, postgres_processes, redis_server
+from orders.db import make_engine, migrate
+from orders.models import STATUSES
+
+from .databases import unavailable
+from .fixtures import make_app, migrated
+from .helpers import BASE, add_orders
+
+SAFETY = 40  # seconds: every bound below is a few seconds; a hang would wait forever
+BOUNDS = {
+    "DATABASE_CONNECT_TIMEOUT_S": 2,
+    "DATABASE_READ_TIMEOUT_MS": 1500,
+    "STATEMENT_TIMEOUT_MS": 1000,
+    "HEALTHZ_TIMEOUT_MS": 1000,
+}
+
+
+def bounded_get(client: Any, path: str, **kwargs: Any) -> tuple[Any, float]:
+    """GET in a thread of its own; fail (not hang) the test if it has not answered by SAFETY."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        started = time.perf_counter()
+        response = client.get(path, **kwargs)
+        response.get_data()
+        result["answer"] = (response, time.perf_counter() - started)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(SAFETY)
+    assert "answer" in result, f"GET {path} still waiting after {SAFETY} s"
+    answer: tuple[Any, float] = result["answer"]
+    return answer
+
+
+def assert_unavailable(response: Any) -> None:
+    assert response.status_code == 503, response.get_data()[:300]
+    assert int(response.headers["Retry-After"]) > 0
+    assert response.json["error"]["code"] == "unavailable"
+
+
+# --- A listener that accepts and never answers ---------------------------------------------------
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port whose listener accepts every connection and never sends a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+SILENT_URLS = {
+    "postgresql": "postgresql+psycopg://postgres@127.0.0.1:{port}/orders",
+    "mysql": "mysql+pymysql://root@127.0.0.1:{port}/orders",
+}
+
+
+@pytest.mark.parametrize("kind", list(SILENT_URLS))
+def test_a_database_that_accepts_and_never_answers_is_a_503(silent_port: int, kind: str) -> None:
+    app = make_app(SILENT_URLS[kind].format(port=silent_port), **BOUNDS)
+    client = app.test_client()
+    for path in ("/api/orders", "/orders", "/orders/export.csv", "/healthz"):
+        response, elapsed = bounded_get(client, path)
+        print(f"\n{kind} {path}: {response.status_code} after {elapsed:.2f} s")
+        if path.startswith("/api") or path == "/healthz":
+            assert_unavailable(response)
+        else:
+            assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
+    app.extensions["engine"].dispose()
+
+
+# --- A frozen PostgreSQL ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Server]:
+    bindir = debian_bindir()
+    if bindir is None:
+        unavailable("PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin (apt-get install postgresql)")
+    try:
+        server = Server.started(bindir, prefix="hangs-pg-")
+    except ServerUnavailable as err:
+        unavailable("a throwaway PostgreSQL cluster", str(err))
+    with server:
+        engine = make_engine(server.url)
+        migrate(engine)
+        add_orders(
+            engine,
+            [(BASE - dt.timedelta(minutes=i), f"c{i}", Decimal(i), STATUSES[i % 4]) for i in range(50)],
+        )
+        engine.dispose()
+        yield server
+
+
+def test_a_frozen_postgres_ends_requests_on_pooled_connections_with_503(cluster: Server) -> None:
+    app = make_app(cluster.url, **BOUNDS)
+    client = app.test_client()
+    # Warm: pooled connections exist, idle, open to the server about to freeze.
+    for _ in range(3):
+        assert client.get("/api/orders").status_code == 200
+    assert client.get("/healthz").status_code == 200
+    with frozen(postgres_processes(cluster)):
+        for path in ("/api/orders", "/healthz", "/api/orders?limit=5"):
+            response, elapsed = bounded_get(client, path)
+            print(f"\nfrozen postgres {path}: {response.status_code} after {elapsed:.2f} s")
+            assert_unavailable(response)
+        response, elapsed = bounded_get(client, "/orders/export.csv")
+        assert response.status_code == 503 and int(response.headers["Retry-After"]) > 0
+    # Thawed: the very same app and pool answer again, no connection leaked.
+    deadline = time.monotonic() + SAFETY
+    while client.get("/api/orders").status_code != 200:
+        assert time.monotonic() < deadline, "the app never recovered after SIGCONT"
+        time.sleep(0.2)
+    assert client.get("/healthz").status_code == 200
+    assert app.extensions["engine"].pool.checkedout() == 0
+    app.extensions["engine"].dispose()
+
+
+# --- A frozen Redis ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis() -> Iterator[tuple[str, Any]]:
+    try:
+        with redis_server() as server:
+            yield server
+    except ServerUnavailable as err:
+        unavailable("a Redis of the test's own", str(err))
+
+
+def redis_app(tmp_path: Any, uri: str) -> Flask:
+    url = migrated(f"sqlite:///{tmp_path / 'redis.db'}")
+    return make_app(
+        url,
+        RATELIMIT_STORAGE_URI=uri,
+        RATELIMIT_STORAGE_TIMEOUT_MS=200,
+        RATELIMIT_READS="1000 per minute",
+        HEALTHZ_TIMEOUT_MS=500,
+    )
+
+
+def fallback_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "falling back to in-memory" in r.getMessage()]
+
+
+def test_a_frozen_redis_is_a_refused_one(
+    own_redis: tuple[str, Any], tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    uri, process = own_redis
+    app = redis_app(tmp_path, uri)
+    client = app.test_client()
+    caplog.set_level(logging.INFO)
+    assert client.get("/api/orders").status_code == 200
+    assert client.get("/healthz").status_code == 200
+    store = redis.Redis.from_url(uri, socket_timeout=2)
+    assert list(store.scan_iter("*orders*")), "the counters are not in Redis"
+    with frozen([process]):
+        answers = [bounded_get(client, "/api/orders") for _ in range(20)]
+        statuses = [response.status_code for response, _ in answers]
+        slowest = max(elapsed for _, elapsed in answers)
+        print(f"\nfrozen redis: {statuses.count(200)} of 20 answered 200, slowest {slowest:.2f} s")
+        assert statuses == [200] * 20
+        health, elapsed = bounded_get(client, "/healthz")
+        print(f"frozen redis /healthz: {health.status_code} after {elapsed:.2f} s")
+        assert_unavailable(health)
+        assert "rate_limit_storage" in health.json["error"]["message"]
+        assert len(fallback_lines(caplog)) == 1, "the switch to memory is logged once"
+    # Thawed: Flask-Limiter asks Redis again after 1, 2, 4 ... s and goes back to it.
+    store.flushall()
+    deadline = time.monotonic() + SAFETY
+    while not list(store.scan_iter("*orders*")):
+        assert time.monotonic() < deadline, "the limits never went back to Redis"
+        assert client.get("/api/orders").status_code == 200
+        time.sleep(0.25)
+    assert client.get("/healthz").status_code == 200
+    assert len(fallback_lines(caplog)) == 1
+    store.close()
+    app.extensions["engine"].dispose()
+
+
+def test_a_frozen_redis_still_limits_in_memory(own_redis: tuple[str, Any], tmp_path: Any) -> None:
+    uri, process = own_redis
+    app = redis_app(tmp_path, uri)
+    app.config["RATELIMIT_READS"] = "5 per minute"
+    client = app.test_client()
+    with frozen([process]):
+        statuses = [bounded_get(client, "/api/orders")[0].status_code for _ in range(7)]
+    assert statuses == [200] * 5 + [429] * 2
+    app.extensions["engine"].dispose()
