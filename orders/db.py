@@ -38,7 +38,7 @@ def _bounded_psycopg(read_timeout: float) -> Any:
             try:
                 return super().wait(gen, interval=interval, timeout=timeout or read_timeout)
             except pg_errors._WaitTimeout:  # psycopg's own: "convert it to a public one"
-                self.pgconn.finish()
+                self.close()
                 raise psycopg.OperationalError(
                     f"the server did not answer within {read_timeout:g} s (client read timeout)"
                 ) from None
