@@ -56,17 +56,21 @@ def csv_text(batch: Batch, *, raw: bool = False) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     rows = [csv_row(row, raw=raw) for row in batch.items]
-    if not any("\r" in row[1] for row in rows):
+    if not any(_careful(row[1]) for row in rows):
         writer.writerows(rows)
         return buffer.getvalue()
     # csv quotes a field only for the delimiter, the quote character and the characters of the
     # line terminator ("\n"): a bare carriage return would be written unquoted and end the row
-    # in a spreadsheet. Such rows (stored before the API refused control characters) are
-    # written with every field quoted; the decision is per row, so batch sizes never change it.
+    # in a spreadsheet, and a ";" unquoted splits the cell where ";" is the separator. Such rows
+    # are written with every field quoted; the decision is per row, so batch sizes never change it.
     careful = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     for row in rows:
-        (careful if "\r" in row[1] else writer).writerow(row)
+        (careful if _careful(row[1]) else writer).writerow(row)
     return buffer.getvalue()
+
+
+def _careful(customer: str) -> bool:
+    return "\r" in customer or ";" in customer
 
 
 def csv_header() -> str:

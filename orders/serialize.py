@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,11 @@ CSV_COLUMNS = ["id", "customer", "amount", "status", "created_at"]
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP, "CSV Injection"):
 # `=HYPERLINK(...)`, `+cmd|' /C calc'!A0`, `@SUM(1+1)`, `-2+3`; tab and carriage return too.
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+# The file is written with "," but a spreadsheet in most European locales splits on ";", and
+# then a quote in the middle of a field protects nothing: `a;=2+5;b` becomes a cell `=2+5`.
+# So a trigger right after either separator is neutralized too (`a;'=2+5;b`), and a field with
+# ";" is quoted like one with "," (export.csv_text).
+_AFTER_SEPARATOR = re.compile(r"([,;])(?=[=+\-@\t\r])")
 
 
 def iso_utc(value: dt.datetime) -> str:
@@ -32,13 +38,16 @@ def order_json(order: Order) -> dict[str, Any]:
 
 
 def neutralize(text: str) -> str:
-    """A text cell a spreadsheet shows as text: prefixed with ' when it would start a formula.
+    """A text cell a spreadsheet shows as text: prefixed with ' when it would start a formula,
+    and with ' after each "," or ";" that a trigger follows (a spreadsheet may split there).
 
     Only text cells are touched. Ids and amounts are numbers the database typed and we format
     (an amount is never negative: the API refuses it; and a number with a leading "-" is a
     number to a spreadsheet, not a formula), statuses come from a fixed list and timestamps
     start with a digit: prefixing those would only corrupt them.
     """
+    if "," in text or ";" in text:
+        text = _AFTER_SEPARATOR.sub(r"\1'", text)
     return "'" + text if text.startswith(FORMULA_TRIGGERS) else text
 
 

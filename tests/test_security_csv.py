@@ -16,7 +16,7 @@ import pytest
 from flask import Flask
 
 from orders.db import make_engine, migrate
-from orders.serialize import neutralize
+from orders.serialize import FORMULA_TRIGGERS, neutralize
 
 from .fixtures import make_app
 from .helpers import BASE, add_orders
@@ -32,6 +32,16 @@ DANGEROUS = [
     "\rReturn",
 ]
 HARMLESS = ["Ana", "José = Maria", "O'Brien", "1+1", " =spaced", "Ωmega", "'quoted"]
+# A trigger after a separator: a spreadsheet that splits on ";" (most European locales) or ","
+# starts a cell there. Each is written with ' after the separator (and quoted).
+SEPARATED = {
+    "a;=2+5;b": "a;'=2+5;b",
+    "x,=1+1": "x,'=1+1",
+    "=a;@SUM(1)": "'=a;'@SUM(1)",
+    "b,-3;+4": "b,'-3;'+4",
+    "c;\tTab": "c;'\tTab",
+    "plain; words, here": "plain; words, here",
+}
 
 
 @pytest.fixture
@@ -42,7 +52,7 @@ def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
     # Written straight to the table: data from before the API refused tab and CR must be safe too.
     rows = [
         (BASE - dt.timedelta(minutes=i), name, Decimal(i) + Decimal("0.25"), "paid")
-        for i, name in enumerate(DANGEROUS + HARMLESS)
+        for i, name in enumerate(DANGEROUS + HARMLESS + list(SEPARATED))
     ]
     add_orders(engine, rows)
     engine.dispose()
@@ -58,8 +68,10 @@ def names(csv_text: str) -> list[str]:
 
 
 def expected(raw: bool = False) -> list[str]:
-    everything = DANGEROUS + HARMLESS  # newest first is insertion order here
-    return everything if raw else ["'" + n if n in DANGEROUS else n for n in everything]
+    everything = DANGEROUS + HARMLESS + list(SEPARATED)  # newest first is insertion order here
+    if raw:
+        return everything
+    return ["'" + n if n in DANGEROUS else SEPARATED.get(n, n) for n in everything]
 
 
 def test_neutralize_follows_owasp() -> None:
@@ -67,6 +79,23 @@ def test_neutralize_follows_owasp() -> None:
         assert neutralize(name) == "'" + name
     for name in HARMLESS:
         assert neutralize(name) == name
+    for name, safe in SEPARATED.items():
+        assert neutralize(name) == safe
+
+
+@pytest.mark.parametrize("separator", [",", ";"])
+def test_no_cell_starts_a_formula_whatever_the_separator(app: Flask, separator: str) -> None:
+    """The file opened as a spreadsheet would, splitting on "," or on ";": no cell starts with
+    a trigger."""
+    text = app.test_client().get("/orders/export.csv").get_data(as_text=True)
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=separator))
+    cells = [cell for row in rows for cell in row]
+    formulas = [cell for cell in cells if cell.startswith(FORMULA_TRIGGERS)]
+    assert not formulas, formulas
+    # The raw file would have had formulas under both separators: the test can tell.
+    raw = app.test_cli_runner().invoke(args=["export", "--raw"]).output
+    raw_cells = [c for row in csv.reader(io.StringIO(raw, newline=""), delimiter=separator) for c in row]
+    assert any(cell.startswith(FORMULA_TRIGGERS) for cell in raw_cells)
 
 
 def test_web_export_neutralizes_formula_cells(app: Flask) -> None:
