@@ -242,7 +242,7 @@ def export_csv():  # type: ignore[no-untyped-def]
 
     def stream() -> Iterator[str]:
         try:
-            yield from csv_chunks(itertools.chain([first] if first else [], batches))
+            yield from csv_chunks(itertools.chain([first] if first else [], batches), after=listing.after)
         finally:
             session.close()
 

@@ -29,16 +29,21 @@ from typing import Any
 
 import pytest
 import redis
+import requests
 from flask import Flask
+from sqlalchemy.orm import Session
 
 from devtools.pgserver import Server, ServerUnavailable, debian_bindir
 from devtools.throwaway import frozen, postgres_processes, redis_server
 from orders.db import make_engine, migrate
+from orders.export import INTERRUPTED
 from orders.models import STATUSES
+from orders.seed import seed_orders
 
 from .databases import unavailable
 from .fixtures import make_app, migrated
 from .helpers import BASE, add_orders
+from .live import LiveServer
 
 SAFETY = 40  # seconds: every bound below is a few seconds; a hang would wait forever
 BOUNDS = {
@@ -168,6 +173,81 @@ def test_a_frozen_postgres_ends_requests_on_pooled_connections_with_503(cluster:
     assert client.get("/healthz").status_code == 200
     assert app.extensions["engine"].pool.checkedout() == 0
     app.extensions["engine"].dispose()
+
+
+# --- A download cut by an outage ---------------------------------------------------------------------
+
+EXPORT_ROWS = 100_000  # about 7 MB: more than the kernel's buffers hold, so the server waits for us
+
+
+def read_chunked(sock: socket.socket) -> tuple[bytes, bool]:
+    """The body of a chunked response read to EOF, and whether it had its terminating chunk."""
+    raw = bytearray()
+    while chunk := sock.recv(65536):
+        raw += chunk
+    head, _, body = bytes(raw).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"chunked" in head.lower(), head[:300]
+    out = bytearray()
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            return bytes(out), True
+        if len(body) < size:
+            return bytes(out + body[:size]), False
+        out += body[:size]
+        body = body[size + 2 :]
+    return bytes(out), False
+
+
+def test_an_export_cut_by_an_outage_is_visibly_broken_and_resumes(cluster: Server) -> None:
+    engine = make_engine(cluster.url)
+    with Session(engine) as session:
+        seed_orders(session, EXPORT_ROWS)
+    engine.dispose()
+    app = make_app(cluster.url, RATELIMIT_READS="1000 per minute")
+    with LiveServer(app) as server:
+        whole = requests.get(f"{server.url}/orders/export.csv", timeout=SAFETY).content
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.settimeout(SAFETY)
+        sock.connect(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+        sock.sendall(b"GET /orders/export.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        first = sock.recv(65536)
+        cluster.stop()  # mid-download: the next batch finds no database
+        try:
+            body, complete = read_chunked_after(sock, first)
+        finally:
+            sock.close()
+            cluster.start()
+        assert not complete, "an interrupted download ended like a complete one"
+        lines = body.decode().splitlines(keepends=True)
+        marker = lines[-1]
+        print(f"\ninterrupted after {len(lines) - 2:,} of {EXPORT_ROWS + 50:,} rows: {marker.strip()[:90]}")
+        assert marker.startswith(INTERRUPTED) and marker.endswith("\n")
+        cursor = marker.removeprefix(INTERRUPTED).strip()
+        assert cursor, "the marker carries the cursor to resume with"
+        rest = requests.get(f"{server.url}/orders/export.csv", params={"after": cursor}, timeout=SAFETY)
+        assert rest.status_code == 200
+        _, _, remainder = rest.content.partition(b"\n")
+        assert "".join(lines[:-1]).encode() + remainder == whole, "resumed export is not the rest"
+    app.extensions["engine"].dispose()
+
+
+def read_chunked_after(sock: socket.socket, first: bytes) -> tuple[bytes, bool]:
+    """read_chunked() for a socket whose first bytes were already read."""
+
+    class Replay:
+        def __init__(self) -> None:
+            self.pending = first
+
+        def recv(self, size: int) -> bytes:
+            if self.pending:
+                data, self.pending = self.pending, b""
+                return data
+            return sock.recv(size)
+
+    return read_chunked(Replay())  # type: ignore[arg-type]
 
 
 # --- A frozen Redis ----------------------------------------------------------------------------------
