@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards clean
+.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards bench-shards clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,11 @@ cluster-shards: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-shards
 	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --rows $${ROWS:-300000}
+
+## bench-shards: a page through the coordinator at depth 0/50%/90% of 300k rows with 1, 2 and 4 shards, against OFFSET (a few minutes)
+bench-shards: $(VENV)/.dev
+	scripts/ensure-shards
+	$(BIN)/python -m bench.shard_level
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache .hypothesis

@@ -419,6 +419,11 @@ def check_together(values: Mapping[str, Any]) -> None:
             f"DATABASE_READ_TIMEOUT_MS={read} is not valid: it must exceed STATEMENT_TIMEOUT_MS "
             f"({statement}), or a slow query would cut its connection instead of being cancelled"
         )
+    if shards and values.get("DATABASE_REPLICA_URLS"):
+        raise SettingsError(
+            "DATABASE_REPLICA_URLS with DATABASE_SHARD_URLS is not supported: a coordinator's WAL "
+            "position says nothing about the shards' (read replicas per shard: docs/shards.md)"
+        )
     if values["APP_ENV"] != PRODUCTION:
         return
     from .secret_key import secret_key_problem  # production only: the key heuristics

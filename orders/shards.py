@@ -83,7 +83,7 @@ class ShardServer:
 
 def layout_comment(revision: str, servers: Sequence[ShardServer], fetch_size: int) -> str:
     return (
-        f"sharded orders: migration {revision}; fetch_size {fetch_size}; "
+        f"sharded orders: migration {revision}; fetch_size {fetch_size}; enable_sort off; "
         f"shards {', '.join(s.shown for s in servers)}"
     )
 
@@ -216,6 +216,13 @@ def _build(
         f"SELECT setval('{SEQUENCE}', max(id)) FROM {PARENT} "
         f"HAVING max(id) > (SELECT last_value FROM {SEQUENCE})"
     )
+    # The coordinator holds no rows: a sort there means pulling a whole range from every shard
+    # to keep 20 rows. Its planner guesses foreign tables' sizes (autovacuum never analyzes
+    # them), and when the guess is below a page's LIMIT it prefers that sort to the Merge
+    # Append of shards that each ship ORDER BY (seen with one shard, or a rare status): sorts
+    # are disabled here, for every session on this database (a sort with no alternative runs).
+    database = conn.scalar(text("SELECT current_database()"))
+    run(f'ALTER DATABASE "{database}" SET enable_sort = off')
     run(f"COMMENT ON TABLE {PARENT} IS {_literal(comment)}")
     # The coordinator records the shards' migration too, so tools asking it see where it stands.
     run("CREATE TABLE IF NOT EXISTS alembic_version (version_num varchar(32) NOT NULL PRIMARY KEY)")
