@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import Column as TableColumn
-from sqlalchemy import Index, Table, UniqueConstraint
+from sqlalchemy import Enum, Index, String, Table, UniqueConstraint
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import (
     BinaryExpression,
@@ -69,10 +69,14 @@ def base(element: Any) -> Any:
     return deannotate() if deannotate is not None else element
 
 
-def is_aggregate(expr: ColumnElement[Any]) -> bool:
-    return any(
-        isinstance(e, FunctionElement) and e.name.lower() in AGGREGATES for e in visitors.iterate(expr)
-    )
+def is_aggregate(expr: Any) -> bool:
+    """Does `expr` aggregate over the statement's groups? (Not when the aggregate is inside a
+    scalar subquery: that one aggregates its own rows.)"""
+    if isinstance(expr, FunctionElement) and expr.name.lower() in AGGREGATES:
+        return True
+    if isinstance(expr, (ScalarSelect, Select)):
+        return False
+    return any(is_aggregate(child) for child in expr.get_children())
 
 
 def optional_tables(stmt: Select[Any]) -> set[Any]:
@@ -118,15 +122,16 @@ def sources(column: ColumnClause[Any]) -> list[tuple[ColumnElement[Any], Select[
     return found
 
 
-def nullable(expr: Any, optional: Any = frozenset()) -> bool:
+def nullable(expr: Any, optional: Any = frozenset(), *, empty: bool = False) -> bool:
     """Can `expr` be NULL? Followed through labels, casts, functions, CASE, scalar subqueries and
     the columns of subqueries, CTEs and unions. A table column is, when nullable or on the
     `optional` side of an outer join; coalesce() is NULL only when all its arguments are, count()
-    never is; SQL text the library cannot read (``literal_column``) is taken as NOT NULL."""
+    never is; SQL text the library cannot read (``literal_column``) is taken as NOT NULL. With
+    `empty`, aggregates may see no rows (in a scalar subquery): all but count() are then NULL."""
     if isinstance(expr, (Label, Grouping)):
-        return nullable(expr.element, optional)
+        return nullable(expr.element, optional, empty=empty)
     if isinstance(expr, (Cast, TypeCoerce)):
-        return nullable(expr.clause, optional)
+        return nullable(expr.clause, optional, empty=empty)
     if isinstance(expr, Null):
         return True
     if isinstance(expr, (True_, False_)):
@@ -137,22 +142,24 @@ def nullable(expr: Any, optional: Any = frozenset()) -> bool:
         name = expr.name.lower()
         if name == "count":
             return False
+        if empty and name in AGGREGATES:
+            return True
         if name == "coalesce":
-            return all(nullable(arg, optional) for arg in expr.clauses)
+            return all(nullable(arg, optional, empty=empty) for arg in expr.clauses)
         if name in _NULL_MAKERS:
             return True
-        return any(nullable(arg, optional) for arg in expr.clauses)
+        return any(nullable(arg, optional, empty=empty) for arg in expr.clauses)
     if isinstance(expr, ScalarSelect):
         # One row always when it aggregates without GROUP BY; otherwise it may find none.
         inner = expr.element
         if isinstance(inner, Select) and not inner._group_by_clauses:
             (column,) = inner.selected_columns
             if is_aggregate(column):
-                return nullable(column, optional_tables(inner))
+                return nullable(column, optional_tables(inner), empty=True)
         return True
     if isinstance(expr, Case):
         results = [result for _, result in expr.whens]
-        return expr.else_ is None or any(nullable(r, optional) for r in [*results, expr.else_])
+        return expr.else_ is None or any(nullable(r, optional, empty=empty) for r in [*results, expr.else_])
     if isinstance(expr, ColumnClause):
         table = getattr(expr, "table", None)
         if table is None:
@@ -165,7 +172,9 @@ def nullable(expr: Any, optional: Any = frozenset()) -> bool:
         return bool(getattr(expr, "nullable", False))
     if isinstance(expr, ClauseElement):
         return any(
-            nullable(child, optional) for child in expr.get_children() if isinstance(child, ClauseElement)
+            nullable(child, optional, empty=empty)
+            for child in expr.get_children()
+            if isinstance(child, ClauseElement)
         )
     return False
 
@@ -388,7 +397,13 @@ def key_columns(expr: Any) -> Any:
 def value_type(expr: Any) -> Any:
     """The SQL type of `expr`'s values; for a column of a UNION whose branches differ, the
     widest generic type of the branches (a String of no length, a Numeric of no precision)."""
-    found = sources(expr) if isinstance(expr, ColumnClause) else None
+    if not isinstance(expr, ColumnClause):
+        # An expression's type is its first argument's (coalesce(String(20), String(255)) is a
+        # String(20)): its values are not bounded by that length.
+        if isinstance(expr.type, String) and not isinstance(expr.type, Enum) and expr.type.length:
+            return String()
+        return expr.type
+    found = sources(expr)
     if not found or len(found) < 2:
         return expr.type
     types = [inner.type for inner, _ in found]

@@ -69,6 +69,26 @@ def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
     return [e for e in visitors.iterate(expr) if isinstance(e, ColumnClause) and e.table is not None]
 
 
+_NULLS_WHY = {
+    False: (
+        "NULLs do not compare, and each engine puts them elsewhere in its own ORDER BY (PostgreSQL "
+        "after the values, SQLite and MariaDB before them), so the order must say: give it an "
+        "explicit .nulls_first() or .nulls_last() (paged as two index ranges, its values and its "
+        "NULLs, the same order on every engine); or make it NOT NULL, or sort by "
+        "coalesce(column, a value)"
+    ),
+    True: (
+        "only the first term may be nullable. After another term, its NULLs sit inside each group "
+        "of rows tying on the terms before it, and the rows past a cursor are then not one index "
+        "range: the seek needs `IS NULL` branches that no row-value comparison or index bound "
+        "expresses, and the NULL placement would have to match how each engine's index stores NULLs "
+        "(PostgreSQL largest, SQLite and MariaDB smallest). Instead: make it the first term with "
+        ".nulls_first()/.nulls_last(), make it NOT NULL, or sort by coalesce(column, a value "
+        "beyond its range) with an index on that expression"
+    ),
+}
+
+
 class Keyset:
     """A sort: a named, total order, ``Keyset("newest", Order.created_at.desc(), Order.id.desc())``.
 
@@ -99,15 +119,7 @@ class Keyset:
         # the first term only, where each part is one index range.
         for i, term in enumerate(self.columns):
             if nullable(term.expr) and (term.nulls is None or i > 0):
-                raise KeysetError(
-                    f"sort {name!r}: {term.name} is nullable and NULLs do not compare: "
-                    + (
-                        "give it an explicit .nulls_first() or .nulls_last() (the first term only), "
-                        if i == 0
-                        else "only the first term may be nullable (with .nulls_first()/.nulls_last()); "
-                    )
-                    + "make it NOT NULL, or sort by coalesce(column, a value)"
-                )
+                raise KeysetError(f"sort {name!r}: {term.name} is nullable: {_NULLS_WHY[i > 0]}")
         lead = self.columns[0]
         # Reading forward, do the first term's NULLs come after its values? None: it has none.
         # An explicit NULLS order is honoured on a NOT NULL column too: it may be the optional

@@ -199,6 +199,7 @@ EVERYTHING = union_all(
     select(literal("author").label("kind"), Author.id, Author.name),
     select(literal("book").label("kind"), Book.id, Book.title),
 ).subquery("everything")
+BOOKS_OF = select(func.count(Book.id)).where(Book.author_id == Author.id).scalar_subquery()
 REPEATS = union_all(select(Author.id, Author.name), select(Book.id, Book.title)).subquery("repeats")
 
 
@@ -260,6 +261,16 @@ CASES = [
         "bundle as the key",
         lambda: select(Bundle("who", Author.name, Author.id)),
         Keyset("who", Bundle("who", Author.name, Author.id)),
+    ),
+    Case(
+        "correlated count, never NULL",
+        lambda: select(Author.id, BOOKS_OF.label("n")),
+        Keyset("most books", BOOKS_OF.desc(), Author.id),
+    ),
+    Case(
+        "coalesce ending in a NOT NULL column",
+        lambda: select(Author),
+        Keyset("nick or name", func.coalesce(Author.nick, Author.name), Author.id),
     ),
     Case("time of day", lambda: select(Author), Keyset("wake", Author.wake.desc(), Author.id)),
     Case("composite primary key", lambda: select(Pair), Keyset("pairs", Pair.a.desc(), Pair.b)),
@@ -470,8 +481,13 @@ def test_seek_bounded_forces_the_expanded_form_with_a_leading_bound(dialect):
 def test_nullable_keys_are_refused_when_defined_saying_how_to_fix():
     with pytest.raises(KeysetError, match="coalesce"):
         Keyset("weight", Author.weight, Author.id)
-    with pytest.raises(KeysetError, match="only the first term may be nullable"):
+    with pytest.raises(KeysetError, match=r"only the first term may be nullable.*not one index range"):
         Keyset("weight", Author.id, Author.weight.asc().nulls_last())
+    with pytest.raises(KeysetError, match="each engine puts them elsewhere"):
+        Keyset("nick", func.coalesce(Author.nick, Author.weight), Author.id)
+    latest = select(func.max(Book.id)).where(Book.author_id == Author.id).scalar_subquery()
+    with pytest.raises(KeysetError, match="only the first term may be nullable"):  # max() of no rows
+        Keyset("latest", Author.id, latest)
     with pytest.raises(KeysetError, match="unique key"):
         Keyset("pairs", Pair.a)  # half of a composite key
 
