@@ -282,7 +282,7 @@ def _literal(expr: Any) -> Any:
     return None
 
 
-def _compound_keys(compound: CompoundSelect) -> list[set[int]]:
+def _compound_keys(compound: CompoundSelect[Any]) -> list[set[int]]:
     """Keys of a UNION/INTERSECT/EXCEPT: all its columns when it is DISTINCT; a key of every
     branch when a column holds a different constant in each branch (UNION ALL); a key of the first
     branch for INTERSECT/EXCEPT, whose rows are some of the first branch's."""

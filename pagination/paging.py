@@ -9,7 +9,7 @@ inserts and deletes elsewhere in the table cannot shift it, and the database rea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from sqlalchemy import Column as TableColumn
 from sqlalchemy import Connection, Select
 from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
-from sqlalchemy.sql.elements import ColumnClause
+from sqlalchemy.sql.elements import ColumnClause, ColumnElement
 from sqlalchemy.sql.selectable import Join
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
@@ -189,10 +189,9 @@ def _shape(stmt: Select[Any], sort: Keyset, executor: Any) -> _Shape:
     missing = [i for i, j in enumerate(found) if j is None]
     labels = sort.key_labels()
     keyed = stmt.add_columns(*(labels[i] for i in missing)) if missing else stmt
-    index = list(found)
-    for k, i in enumerate(missing):
-        index[i] = n + k
-    return _Shape(keyed, n, tuple(index))  # type: ignore[arg-type]
+    appended = {i: n + k for k, i in enumerate(missing)}
+    index = tuple(j if j is not None else appended[i] for i, j in enumerate(found))
+    return _Shape(keyed, n, index)
 
 
 def _same(column: Any, expr: Any) -> bool:
@@ -203,7 +202,7 @@ def _same(column: Any, expr: Any) -> bool:
     table = getattr(expr, "table", None)
     if table is not None and isinstance(expr, TableColumn):
         return getattr(column, "table", None) is table and getattr(column, "name", None) == expr.name
-    return column.compare(expr) or getattr(column, "element", column).compare(expr)
+    return bool(column.compare(expr) or getattr(column, "element", column).compare(expr))
 
 
 class _Rows:
@@ -230,7 +229,7 @@ class _Rows:
             return list(self.rows)
         # Several columns: Rows as the unpaged statement gives them, without what paging
         # appended (key columns, the cursor-row flag), cut by position.
-        return IteratorResult(_first_columns(self._metadata, n), (row[:n] for row in self.rows)).all()
+        return list(IteratorResult(_first_columns(self._metadata, n), (row[:n] for row in self.rows)).all())
 
     def keyset(self, index: int) -> tuple[Any, ...]:
         row = self.rows[index]
@@ -297,7 +296,7 @@ def _drop_lead(part: _Part, dialect: str) -> bool:
 
 
 def _restrict(stmt: Select[Any], sort: Keyset, part: _Part, *, backward: bool, dialect: str) -> Select[Any]:
-    conditions = []
+    conditions: list[ColumnElement[bool]] = []
     lead = sort.columns[0].expr
     if part.lead == "nulls":
         conditions.append(lead.is_(None))
@@ -449,7 +448,10 @@ def _exists(
     return False
 
 
-def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> Any:
+_Encoder = Callable[..., str]  # (keyset, side, inclusive=False) -> a sealed cursor
+
+
+def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> _Encoder:
     stamp = dict(meta or {})
 
     def make(keyset: Sequence[Any], side: str, inclusive: bool = False) -> str:
@@ -537,7 +539,8 @@ def paginate(
     near_cursor = None
     if near:
         if not rows:
-            near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)  # type: ignore[union-attr]
+            assert position is not None  # `near` is only known from a cursor's position
+            near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)
         else:
             near_cursor = make(rows.keyset(-1), AFTER) if backward else page.head_cursor
     page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)

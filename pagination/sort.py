@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import and_, bindparam, or_, tuple_
 from sqlalchemy.sql import operators, visitors
@@ -18,6 +18,8 @@ from .values import dialect_problem, from_cursor, misfit
 # Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
 # "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it (docs/design.md has the measurements).
 _ROW_VALUE_DIALECTS = {"postgresql", "sqlite"}
+_T = TypeVar("_T")
+
 # How a sort compares keysets: see Keyset's docstring.
 SeekForm = Literal["auto", "bounded"]
 
@@ -149,11 +151,11 @@ class Keyset:
         terms = ", ".join(f"{t.name} {'desc' if t.descending else 'asc'}" for t in self.columns)
         return f"Keyset({self.name!r}: {terms})"
 
-    def _cached(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    def _cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = build()
-        return part
+        return cast(_T, part)
 
     def check_dialect(self, dialect: Any) -> None:
         """Refuse, before the first page, key types this engine cannot compare exactly."""
@@ -249,10 +251,15 @@ class Keyset:
     ) -> ColumnElement[bool]:
         terms, values = self.columns[first:depth], self._key_params[first:depth]
 
-        def later(expr: Any, descending: bool, value: Any, or_equal: bool) -> ColumnElement[bool]:
+        def later(
+            expr: ColumnElement[Any], descending: bool, value: Any, or_equal: bool
+        ) -> ColumnElement[bool]:
+            compared: ColumnElement[bool]
             if descending != backward:
-                return expr <= value if or_equal else expr < value
-            return expr >= value if or_equal else expr > value
+                compared = expr <= value if or_equal else expr < value
+            else:
+                compared = expr >= value if or_equal else expr > value
+            return compared
 
         same_direction = len({t.descending for t in terms}) == 1
         row_value = self.seek_form == "auto" and dialect in _ROW_VALUE_DIALECTS

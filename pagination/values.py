@@ -41,9 +41,10 @@ def _impl(type_: Any) -> Any:
 
 def _python_type(type_: Any) -> type | None:
     try:
-        return type_.python_type
+        found = type_.python_type
     except NotImplementedError:
         return None
+    return found if isinstance(found, type) else None
 
 
 def to_cursor(type_: Any, value: Any) -> Any:
