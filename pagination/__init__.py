@@ -7,9 +7,10 @@ Words, one per concept:
 - *position*: a keyset and a direction (`after`/`before`), bound to a sort and its filters;
 - *cursor*: a position sealed into an opaque string for clients.
 
-Modules, one job each: `sort` (the Keyset class and the seek SQL), `values` (key values between
-rows, cursors and engines), `cursor` (sealing), `paging` (paginate, iterate, start_at,
-keyset_select), `results` (Page, Batch), `errors`.
+Modules, one job each: `sort` (the Keyset class and the seek SQL), `lineage` (what a term is
+made of: nullability, unique keys), `values` (key values between rows, cursors and engines),
+`cursor` (sealing), `paging` (paginate, iterate, start_at, keyset_select), `asyncio` (the same
+for AsyncSession/AsyncConnection), `results` (Page, Batch), `errors`.
 """
 
 from .cursor import AFTER, BEFORE, MAX_CURSOR_LENGTH, CursorCodec, Position, filters_fingerprint
@@ -24,6 +25,8 @@ from .errors import (
 from .paging import iterate, keyset_select, paginate, start_at
 from .results import Batch, Page
 from .sort import Keyset, SeekForm
+
+__version__ = "1.0.0"  # the distribution's version (pagination/pyproject.toml)
 
 __all__ = [
     "AFTER",
@@ -41,6 +44,7 @@ __all__ = [
     "PaginationError",
     "Position",
     "SeekForm",
+    "__version__",
     "filters_fingerprint",
     "iterate",
     "keyset_select",

@@ -467,13 +467,17 @@ def paginate(
     *,
     limit: int,
     codec: CursorCodec,
-    after: str | None = None,
-    before: str | None = None,
+    after: str | Position | None = None,
+    before: str | Position | None = None,
     filters: Mapping[str, Any] | None = None,
     meta: Mapping[str, str] | None = None,
 ) -> Page:
     """One page of `stmt` in the sort's order: the first page, or the page `after`/`before` a
     cursor. `session` is a Session (binds included) or a Connection.
+
+    `after`/`before` is a cursor string, or the Position a caller already decoded from one
+    (``codec.decode(cursor)``, e.g. to read its meta first): it is not decoded again, and is
+    checked against the sort, direction and filters all the same.
 
     `filters` are the user-facing filters already applied to `stmt`; their fingerprint is bound
     into the cursors so a cursor cannot be replayed against other filters. `meta` (text to
@@ -493,7 +497,7 @@ def paginate(
     cursor = before if before is not None else after
     position, keyset = None, None
     if cursor is not None:
-        position = codec.decode(cursor)
+        position = cursor if isinstance(cursor, Position) else codec.decode(cursor)
         keyset = sort.accept(position, direction=direction, filters=fingerprint)
     backward = direction == BEFORE
     make = _encoder(codec, sort, fingerprint, meta)
@@ -554,7 +558,7 @@ def iterate(
     *,
     batch_size: int,
     codec: CursorCodec | None = None,
-    after: str | None = None,
+    after: str | Position | None = None,
     filters: Mapping[str, Any] | None = None,
     meta: Mapping[str, str] | None = None,
 ) -> Iterator[Batch]:
@@ -571,9 +575,12 @@ def iterate(
     keyset: Sequence[Any] | None = None
     inclusive = False
     if after is not None:
-        if codec is None:
+        if isinstance(after, Position):
+            position = after
+        elif codec is None:
             raise PaginationError("resuming from a cursor needs the codec that made it")
-        position = codec.decode(after)
+        else:
+            position = codec.decode(after)
         keyset = sort.accept(position, direction=AFTER, filters=fingerprint)
         inclusive = position.inclusive
     make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None

@@ -73,14 +73,14 @@ def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
 
 _NULLS_WHY = {
     False: (
-        "NULLs do not compare, and each engine puts them elsewhere in its own ORDER BY (PostgreSQL "
+        "NULLs do not compare; each engine puts them elsewhere in its own ORDER BY (PostgreSQL "
         "after the values, SQLite and MariaDB before them), so the order must say: give it an "
         "explicit .nulls_first() or .nulls_last() (paged as two index ranges, its values and its "
         "NULLs, the same order on every engine); or make it NOT NULL, or sort by "
         "coalesce(column, a value)"
     ),
     True: (
-        "only the first term may be nullable. After another term, its NULLs sit inside each group "
+        "only the first term may be nullable: after another term, its NULLs sit inside each group "
         "of rows tying on the terms before it, and the rows past a cursor are then not one index "
         "range: the seek needs `IS NULL` branches that no row-value comparison or index bound "
         "expresses, and the NULL placement would have to match how each engine's index stores NULLs "
@@ -121,7 +121,7 @@ class Keyset:
         # the first term only, where each part is one index range.
         for i, term in enumerate(self.columns):
             if nullable(term.expr) and (term.nulls is None or i > 0):
-                raise KeysetError(f"sort {name!r}: {term.name} is nullable: {_NULLS_WHY[i > 0]}")
+                raise KeysetError(f"sort {name!r}: {term.name} is nullable and {_NULLS_WHY[i > 0]}")
         lead = self.columns[0]
         # Reading forward, do the first term's NULLs come after its values? None: it has none.
         # An explicit NULLS order is honoured on a NOT NULL column too: it may be the optional

@@ -1,0 +1,97 @@
+"""The library installs on its own: `pip install` of pagination/ (its own pyproject.toml) into a
+fresh virtualenv, then its README's example runs there, away from the repository.
+
+Offline: the fresh venv's own pip and setuptools build it (--no-build-isolation, --no-index).
+Its two dependencies, SQLAlchemy and cryptography (with what they import), and the `wheel`
+build tool are lent from the shared venv by a .pth file of symlinks to exactly those packages:
+nothing else of the shared venv, and nothing of the app, is importable there (checked).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The distributions SQLAlchemy and cryptography need at import, with their metadata.
+# And `wheel`, which the venv's setuptools (65) needs to build a wheel: a build tool, not a
+# dependency of the library.
+LENT = ["sqlalchemy", "cryptography", "cffi", "pycparser", "greenlet", "typing_extensions", "wheel"]
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str | Path, cwd: Path, timeout: int = 300) -> str:
+    done = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_pip_installs_the_library_alone_and_its_readme_example_runs(tmp_path: Path) -> None:
+    source = tmp_path / "src" / "pagination"
+    shutil.copytree(ROOT / "pagination", source, ignore=shutil.ignore_patterns("__pycache__"))
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = env / "bin" / "python"
+    shared = Path(sysconfig.get_paths()["purelib"])
+    lent = tmp_path / "lent"
+    lent.mkdir()
+    for entry in shared.iterdir():
+        name = entry.name.lower()
+        if any(name == p or name.startswith((p + "-", p + ".", "_cffi_backend")) for p in LENT):
+            (lent / entry.name).symlink_to(entry)
+    site = Path(
+        run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).strip()
+    )
+    (site / "lent.pth").write_text(f"{lent}\n")
+    run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-q",
+        source,
+        cwd=tmp_path,
+    )
+
+    readme = (ROOT / "pagination" / "README.md").read_text()
+    example = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert example, "pagination/README.md has no Python example"
+    (tmp_path / "example.py").write_text(example.group(1))
+    run(python, "-W", "error", "example.py", cwd=tmp_path)
+
+    where = run(
+        python,
+        "-c",
+        "import importlib.metadata as m, importlib.util as u, pagination\n"
+        "print(pagination.__file__)\n"
+        "print(m.version('keyset-pagination'), pagination.__version__)\n"
+        "print(sorted(r.split('>')[0].split('<')[0] for r in m.requires('keyset-pagination')))\n"
+        "print(u.find_spec('orders'), u.find_spec('flask'))\n"
+        "import pathlib; print(pathlib.Path(pagination.__file__).with_name('py.typed').exists())",
+        cwd=tmp_path,
+    ).splitlines()
+    assert where[0].startswith(str(env)), where  # the installed copy, not the repository's
+    installed, declared = where[1].split()
+    assert installed == declared, where
+    assert where[2] == "['SQLAlchemy', 'cryptography']", where
+    assert where[3] == "None None", "the app or Flask is importable in the library's venv"
+    assert where[4] == "True", "py.typed is not installed"
+    assert sys.prefix != str(env)
