@@ -157,12 +157,17 @@ def _py_md(results: dict[str, Any]) -> str:
     parts = [
         "Median ms per page through one ORM session (closed and reconnected, untimed, before every call), "
         "methods interleaved in every round. `paginate()` includes its previous-page check (the "
-        "cursor's own row, read with the page) and cursor signing."
+        "cursor's own row, read with the page) and cursor signing. The async columns: the same "
+        "statement through an AsyncSession (aiosqlite, psycopg async, aiomysql), "
+        "`pagination.asyncio.paginate` vs `sqlakeyset.asyncio.select_page`, in the same rounds."
     ]
     for engine in fmt.engines(results["py_level"]):
         rows = []
         for depth in fmt.depths(results["py_level"], engine):
-            cells = [py.get((engine, depth, m)) for m in ("paginate", "sqlakeyset", "offset")]
+            cells = [
+                py.get((engine, depth, m))
+                for m in ("paginate", "sqlakeyset", "offset", "paginate async", "sqlakeyset async")
+            ]
             medians = [c["ms"]["median"] if c else None for c in cells]
             p95s = [c["ms"]["p95"] if c else None for c in cells]
             n = cells[0]["ms"]["n"] if cells[0] else 0
@@ -172,6 +177,7 @@ def _py_md(results: dict[str, Any]) -> str:
                     *(f"{fmt.ms(m)} (p95 {fmt.ms(p)})" for m, p in zip(medians, p95s, strict=True)),
                     fmt.x(fmt.ratio(medians[0], medians[1])),
                     fmt.x(fmt.ratio(medians[2], medians[0])),
+                    fmt.x(fmt.ratio(medians[3], medians[4])),
                     n,
                 ]
             )
@@ -180,8 +186,11 @@ def _py_md(results: dict[str, Any]) -> str:
             "paginate() ms",
             "sqlakeyset ms",
             "OFFSET ms",
+            "async paginate ms",
+            "async sqlakeyset ms",
             "paginate / sqlakeyset",
             "OFFSET / paginate",
+            "async paginate / sqlakeyset",
             "runs",
         ]
         parts.append(f"### {fmt.engine_name(engine)}\n\n" + fmt.table(header, rows))

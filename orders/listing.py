@@ -100,14 +100,16 @@ class ListRequest:
         return stmt
 
     def page(self, session: Session, codec: CursorCodec) -> Page:
+        # The cursor as orders/replicas.py already decoded it (to route the read), not twice.
+        known = session.info.get("cursor_positions", {})
         return paginate(
             session,
             self.statement(),
             self.keyset,
             limit=self.limit,
             codec=codec,
-            after=self.after,
-            before=self.before,
+            after=known.get(self.after, self.after),
+            before=known.get(self.before, self.before),
             filters=self.filters,
             # Where the page was read (the WAL position, set by orders/replicas.py when reads go
             # to replicas): sealed into its cursors so the next page is read at least that far.

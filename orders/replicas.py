@@ -348,6 +348,7 @@ def _cursor_lsn() -> tuple[int | None, bool]:
         position = current_app.extensions["cursor_codec"].decode(values[0])
     except PaginationError:
         return None, True  # the view answers 400; route it like any other read
+    g.cursor_positions = {values[0]: position}  # the page reuses it (orders/listing.py)
     return parse_lsn(position.meta.get("lsn")), True
 
 
@@ -376,6 +377,7 @@ def _begin_read(exclude: set[str]) -> None:
     # page: only a replica within REPLICA_MAX_LAG_MS may read it.
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
+    session.info["cursor_positions"] = g.pop("cursor_positions", {})
     streaming = current_app.extensions["list_reads"][request.endpoint] == "stream"
     node = router.choose(need, first_page=first_page, exclude=exclude)
     fresh_retry = True

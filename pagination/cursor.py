@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import functools
 import hashlib
 import json
 import re
@@ -77,11 +78,14 @@ class Position:
 
 def filters_fingerprint(filters: Mapping[str, Any] | None) -> str:
     """A short, stable digest of the filters a walk was started with."""
-    canonical = json.dumps(
-        {k: str(v) for k, v in (filters or {}).items() if v is not None},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    return _fingerprint(tuple(sorted((k, str(v)) for k, v in (filters or {}).items() if v is not None)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fingerprint(filters: tuple[tuple[str, str], ...]) -> str:
+    # Remembered: the JSON and the digest were 4% of a page's time (profiled), for the few
+    # filter combinations an app has.
+    canonical = json.dumps(dict(filters), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode()).digest()[:9]
     return base64.urlsafe_b64encode(digest).decode()
 
