@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, delete, event, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from orders.models import Order
@@ -106,29 +106,3 @@ def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
         Desc(getattr(order, c.expr.key)) if c.descending else getattr(order, c.expr.key)
         for c in keyset.columns
     )
-
-
-def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
-    """Run `run()` and return every (SQL, parameters) it sent to the database."""
-    seen: list[tuple[str, Any]] = []
-
-    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
-        seen.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        run()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    return seen
-
-
-def plan_nodes(node: Any) -> Iterator[dict[str, Any]]:
-    """Every object in a JSON plan (PostgreSQL EXPLAIN, MariaDB ANALYZE FORMAT=JSON), depth first."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from plan_nodes(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from plan_nodes(value)

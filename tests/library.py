@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, inspect
+from sqlalchemy import Engine, create_engine, event, inspect
 
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, paginate
 
@@ -105,3 +105,29 @@ def walk_back(executor: Any, stmt: Any, sort: Keyset, limit: int, codec: CursorC
         assert len(page.items) == limit
         rows = [shape(i) for i in page.items] + rows
     return rows
+
+
+def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
+    """Run `run()` and return every (SQL, parameters) it sent to the database."""
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    return seen
+
+
+def plan_nodes(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a JSON plan (PostgreSQL EXPLAIN, MariaDB ANALYZE FORMAT=JSON), depth first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from plan_nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from plan_nodes(value)

@@ -13,11 +13,10 @@ import pytest
 from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, insert, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from orders.db import make_engine
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, Position, filters_fingerprint, paginate
 
-from .databases import ENGINES, throwaway_database
-from .helpers import plan_nodes, statements_of
+from .databases import ENGINES
+from .library import library_engine, plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 60_000
@@ -46,8 +45,7 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=UTC)
 
 @pytest.fixture(scope="module", params=ENGINES)
 def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("libplans"), "libplans") as url:
-        engine = make_engine(url)
+    with library_engine(request.param, tmp_path_factory.mktemp("libplans"), "libplans") as engine:
         Base.metadata.create_all(engine)
         rows = [
             {"id": i, "shipped_at": None if i % 3 == 0 else T0 + dt.timedelta(minutes=i // 7)}
@@ -62,7 +60,6 @@ def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             elif engine.dialect.name == "mysql":
                 conn.execute(text("ANALYZE TABLE lib_shipments"))
         yield engine
-        engine.dispose()
 
 
 def plan(engine: Engine, sql: str, params: Any) -> str:

@@ -65,7 +65,8 @@ from pagination import (
     start_at,
 )
 
-from .library import CODEC, shape, unpaged, walk
+from .databases import ENGINES
+from .library import CODEC, library_engine, shape, unpaged, walk
 
 UTC = dt.UTC
 
@@ -131,11 +132,11 @@ class Pair(Base):
     __table_args__ = (UniqueConstraint("code"),)
 
 
-@pytest.fixture(scope="module")
-def lib(engine: Engine) -> Iterator[Engine]:
-    Base.metadata.create_all(engine)
-    yield engine
-    Base.metadata.drop_all(engine)
+@pytest.fixture(scope="module", params=ENGINES)
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    with library_engine(request.param, tmp_path_factory.mktemp("libstmt"), "libstmt") as engine:
+        Base.metadata.create_all(engine)
+        yield engine
 
 
 NAMES = ["ana", "Ana", "bia", "caio", "🎉" * 255, "z" * 255, "ção"]

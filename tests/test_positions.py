@@ -1,4 +1,5 @@
-"""Positions from values (start_at) and metadata sealed into cursors, on every engine."""
+"""Positions from values (start_at) and metadata sealed into cursors, on every engine, through the
+app's sorts and Order model (the library's own tests, tests/test_library_*.py, import no app)."""
 
 from __future__ import annotations
 
