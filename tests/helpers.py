@@ -14,6 +14,10 @@ from sqlalchemy.orm import Session
 from orders.models import Order
 from pagination import CursorCodec, Keyset, Page, paginate
 
+# At home with the library's tests (which import no app); re-exported for the app's tests.
+from .library import plan_nodes as plan_nodes
+from .library import statements_of as statements_of
+
 UTC = dt.UTC
 BASE = dt.datetime(2026, 3, 11, 10, 39, tzinfo=UTC)
 
