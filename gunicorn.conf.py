@@ -37,6 +37,8 @@ graceful_timeout = 30
 keepalive = 5
 # Headers and request lines: gunicorn's defaults, stated because the app relies on them being
 # bounded (bodies are bounded by the app's MAX_CONTENT_LENGTH, chunked ones too).
-limit_request_line = 4094
+# The request line at gunicorn's maximum (8190): a long cursor reaches the app and gets its JSON
+# `invalid_cursor`; longer URLs are answered by the front (deploy/haproxy.cfg) in the same JSON.
+limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190

@@ -106,15 +106,18 @@ def created_at(value: Any, now: dt.datetime) -> dt.datetime:
         raise ValueError("must be an ISO 8601 timestamp with a timezone") from None
     if parsed.tzinfo is None:
         raise ValueError("needs a timezone, e.g. 2026-03-11T10:39:00.123456Z")
+    skew = current_app.config["CREATED_AT_MAX_SKEW_SECONDS"]
+    future = f"must not be in the future (at most {skew} s ahead of the server's clock)"
     try:
         utc = parsed.astimezone(dt.UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise ValueError("must be a date from 1970 on") from None
+    except (
+        OverflowError
+    ):  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC, 9999-12-31T23:59-01:00 after 9999
+        raise ValueError(future if parsed.year > 1970 else "must be a date from 1970 on") from None
     if utc.year < 1970:
         raise ValueError("must be a date from 1970 on")
-    skew = current_app.config["CREATED_AT_MAX_SKEW_SECONDS"]
     if utc > now + dt.timedelta(seconds=skew):
-        raise ValueError(f"must not be in the future (at most {skew} s ahead of the server's clock)")
+        raise ValueError(future)
     return utc
 
 
@@ -131,9 +134,10 @@ def read_json_body() -> Any:
             "bad_request", "the request body could not be read (malformed chunked encoding)"
         ) from None
     limit = request.max_content_length
-    if request.content_length is None and limit is not None and len(data) >= limit:
+    if request.content_length is None and limit is not None and len(data) >= limit and _more_body():
         # A chunked body has no Content-Length to refuse up front, and werkzeug stops reading at
-        # the limit without saying so: what it gives us would be a truncated body (a 422).
+        # the limit without saying so: what it gives us would be a truncated body (a 422). A body
+        # of exactly the limit is whole (as it is with Content-Length): one byte more tells them apart.
         raise ApiError("payload_too_large", f"the body is larger than {limit} bytes")
     try:
         return grammar.loads(data)
@@ -141,6 +145,14 @@ def read_json_body() -> Any:
         raise ApiError("invalid_order", "the body is not valid JSON", {"body": str(err)}) from None
     except (ValueError, RecursionError):  # deep nesting makes the parser give up: RecursionError
         raise ApiError("invalid_order", "the body is not valid JSON", {"body": "not valid JSON"}) from None
+
+
+def _more_body() -> bool:
+    """Whether the server's (de-chunked) input has a byte beyond what werkzeug's limit let through."""
+    try:
+        return bool(request.environ["wsgi.input"].read(1))
+    except BODY_READ_ERRORS:
+        return True
 
 
 @bp.post("/api/orders")

@@ -47,6 +47,20 @@ class AsciiIntConverter(IntegerConverter):
     regex = r"0|[1-9][0-9]{0,18}"
 
 
+class LowercaseHost:
+    """WSGI middleware: the Host header lowercased, so `Host: LOCALHOST` is the trusted localhost
+    (werkzeug compares TRUSTED_HOSTS case-sensitively)."""
+
+    def __init__(self, wsgi_app: Any) -> None:
+        self.wsgi_app = wsgi_app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        for key in ("HTTP_HOST", "HTTP_X_FORWARDED_HOST"):
+            if key in environ:
+                environ[key] = environ[key].lower()
+        return self.wsgi_app(environ, start_response)
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """The app, configured from the environment, or from `test_config` alone when given.
     Raises settings.SettingsError (one line naming the setting) on a bad value."""
@@ -65,7 +79,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         config["SECRET_KEY"] = dev_secret(Path(app.instance_path))
     if config["TRUSTED_HOSTS"] is None:
         config["TRUSTED_HOSTS"] = DEV_TRUSTED_HOSTS
-    config["TRUSTED_HOSTS"] = list(config["TRUSTED_HOSTS"])
+    # Host names are case-insensitive (RFC 9110, 7.2): compared lowercase (LowercaseHost below).
+    config["TRUSTED_HOSTS"] = [host.lower() for host in config["TRUSTED_HOSTS"]]
     config["SECRET_KEY_FALLBACKS"] = list(config["SECRET_KEY_FALLBACKS"])
     config["PRODUCTION"] = config["APP_ENV"] == settings.PRODUCTION
     config["MAX_CONTENT_LENGTH"] = MAX_CONTENT_LENGTH
@@ -82,6 +97,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         hops = app.config["TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]  # Flask's documented way to wrap the WSGI app
 
+    app.wsgi_app = LowercaseHost(app.wsgi_app)  # type: ignore[method-assign]  # as ProxyFix above
     db.init_app(app)
     errors.init_app(app)
     limits.init_app(app)

@@ -40,7 +40,7 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
         when = _when(raw, tz_offset)
         if spec.keyset.columns[0].descending and "T" not in raw and " " not in raw:
             # A date alone means that whole day: newest first, the day starts at its last moment.
-            when += dt.timedelta(days=1, microseconds=-1)
+            when = _shifted(when, dt.timedelta(days=1, microseconds=-1))
         return when
     if spec.goto == "amount":
         if not (raw.isascii() and _AMOUNT.fullmatch(raw)):
@@ -71,4 +71,14 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
         if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > 14 * 60:
             raise InvalidParameter("tz must be minutes from UTC, from -840 to 840")
         minutes = int(tz_offset)
-    return (naive + dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
+    return _shifted(naive, dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
+
+
+def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
+    """`when + by`, held at the ends of the calendar: going to 9999-12-31 in a zone ahead of
+    UTC goes past every order (the top), never to an OverflowError."""
+    try:
+        return when + by
+    except OverflowError:
+        limit = dt.datetime.max if by > dt.timedelta(0) else dt.datetime.min
+        return limit.replace(tzinfo=when.tzinfo)

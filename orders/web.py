@@ -194,6 +194,10 @@ def new_orders():  # type: ignore[no-untyped-def]
     )
 
 
+# The headers the "Back to the list" link is made from: order pages vary with them (Vary).
+BACK_HEADERS = ("HX-Current-URL", "Referer")
+
+
 def _back_to_list() -> str:
     """Where "Back to the list" goes: the list page the reader came from, at the same place.
 
@@ -202,7 +206,7 @@ def _back_to_list() -> str:
     list is taken from either, never a host, so the link cannot lead elsewhere.
     """
     list_path = url_for("web.orders")
-    for header in ("HX-Current-URL", "Referer"):
+    for header in BACK_HEADERS:
         parts = urlsplit(request.headers.get(header, ""))
         if parts.path == list_path and parts.netloc in ("", request.host):
             return urlunsplit(("", "", parts.path, parts.query, parts.fragment))
@@ -218,8 +222,10 @@ def order_detail(order_id: int):  # type: ignore[no-untyped-def]
             raise
         # Orders are deleted while people read the list: say so, and lead back to where they were.
         page = render_template("order_gone.html", order_id=order_id, back_url=_back_to_list())
-        return page, 404
-    return render_template("order.html", order=order, back_url=_back_to_list())
+        return page, 404, {"Vary": ", ".join(BACK_HEADERS)}
+    return render_template("order.html", order=order, back_url=_back_to_list()), {
+        "Vary": ", ".join(BACK_HEADERS)
+    }
 
 
 @bp.get("/orders/export.csv")

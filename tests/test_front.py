@@ -188,6 +188,14 @@ def test_a_request_head_that_never_ends_gets_408_from_the_front(served: tuple[st
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
 
 
+def test_long_cursors_get_the_json_invalid_cursor_with_and_without_the_front(served: tuple[str, str]) -> None:
+    base, through = served
+    for url, length in ((base, 6_000), (through, 6_000), (through, 10_000)):
+        response = requests.get(f"{url}/api/orders", params={"after": "A" * length}, timeout=LIST_TIMEOUT)
+        assert response.status_code == 400, (url, length, response.text[:200])
+        assert response.json()["error"]["code"] == "invalid_cursor"
+
+
 def test_the_recipe_names_what_it_reads() -> None:
     recipe = (Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg").read_text()
     for needed in ("timeout http-request", "option http-buffer-request", "${APP_MAXCONN}", "${FRONT_BIND}"):
