@@ -10,9 +10,9 @@ long as the client needs, and the other threads (and workers) go on serving. The
 each batch in a transaction of its own (orders/export.py), so a download in progress holds no
 database connection between batches: threads can outnumber the connection pool.
 
-Sizing: `workers` x `threads` is how many requests run at once, slow downloads included. Many
-slow clients at once belong behind a buffering reverse proxy (nginx `proxy_buffering on`), which
-takes the response at full speed and feeds it to the client itself.
+Sizing: `workers` x `threads` is how many requests run at once, slow downloads included. In
+production gunicorn runs behind the front in deploy/haproxy.cfg (docs/operations.md): a thread
+waits for a slow client's headers or body, so a few slowloris connections would hold them all.
 """
 
 import multiprocessing
