@@ -169,6 +169,20 @@ def test_init_db_builds_partitions_from_the_migrations_and_is_idempotent(big):
     assert sum(map(len, ids)) == len(set().union(*ids)) == ROWS
 
 
+def test_init_db_refuses_to_reshard_orders_in_one_line(small):
+    _seed_small(small)
+    fewer = make_app(small.top.url, DATABASE_SHARD_URLS=",".join(s.url() for s in small.top.shards[:2]))
+    result = fewer.test_cli_runner().invoke(args=["init-db"])
+    assert result.exit_code == 1
+    assert "resharding (moving rows to new hash partitions) is not supported" in result.output
+    assert "Traceback" not in result.output
+    fewer.extensions["engine"].dispose()
+    with small.coordinator.connect() as conn:  # the coordinator kept its layout
+        parts = conn.scalar(text("SELECT count(*) FROM pg_inherits WHERE inhparent = 'orders'::regclass"))
+    assert parts == SHARDS
+    assert "nothing to do" in _init_db(small.app)
+
+
 # --- one seek per shard ----------------------------------------------------------------------
 
 CASES = [
