@@ -13,8 +13,10 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from .listing import InvalidParameter
-from .names import name_key
+from pagination import BEFORE, CursorCodec, Position, filters_fingerprint
+
+from .listing import InvalidParameter, ListRequest
+from .names import KEY_LENGTH, name_key
 from .sorts import SORTS
 
 MAX_NAME = 64
@@ -82,3 +84,32 @@ def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
     except OverflowError:
         limit = dt.datetime.max if by > dt.timedelta(0) else dt.datetime.min
         return limit.replace(tzinfo=when.tzinfo)
+
+
+# --- End: the last rows of the list, as the first page of the reverse order ------------------
+
+# Past every value a key column of each kind can hold here, on every engine (MariaDB's DATETIME
+# starts at year 1000; Money is NUMERIC(12, 2); a NameKey is at most KEY_LENGTH characters).
+_LOWEST: dict[type, Any] = {
+    dt.datetime: dt.datetime(1000, 1, 1, tzinfo=dt.UTC),
+    Decimal: Decimal("-9999999999.99"),
+    int: -(2**63),
+    str: "",
+}
+_HIGHEST: dict[type, Any] = {
+    dt.datetime: dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+    Decimal: Decimal("9999999999.99"),
+    int: 2**63 - 1,
+    str: "\U0010ffff" * KEY_LENGTH,
+}
+
+
+def end_cursor(listing: ListRequest, codec: CursorCodec) -> str:
+    """A `before` cursor past the last row of the list's sort: the page it opens is the list's
+    last `limit` rows, read from the end of the sort's index in one request (one index range
+    read backwards), not through the rows in between."""
+    keys = []
+    for column in listing.keyset.columns:
+        kind = column.type.python_type
+        keys.append((_LOWEST if column.descending else _HIGHEST)[kind])
+    return codec.encode(Position(listing.sort, BEFORE, filters_fingerprint(listing.filters), tuple(keys)))

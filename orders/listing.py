@@ -13,6 +13,7 @@ from werkzeug.datastructures import MultiDict
 from pagination import CursorCodec, Keyset, Page, paginate
 
 from .models import STATUSES, Order
+from .search import Search, SearchError
 from .settings import MAX_PAGE_SIZE
 from .sorts import DEFAULT_SORT, SORTS, Sort
 
@@ -58,6 +59,8 @@ class ListRequest:
     limit: int
     after: str | None
     before: str | None
+    # The search box (orders/search.py): an order number, or the start of a customer's name.
+    search: Search | None = None
 
     @classmethod
     def from_args(cls, args: MultiDict[str, str], *, default_limit: int) -> ListRequest:
@@ -72,7 +75,11 @@ class ListRequest:
         before = _single(args, "before")
         if after is not None and before is not None:
             raise InvalidParameter("give either after or before, not both")
-        return cls(sort, status, limit, after, before)
+        try:
+            search = Search.parse(_single(args, "q"))
+        except SearchError as err:
+            raise InvalidParameter(str(err)) from None
+        return cls(sort, status, limit, after, before, search)
 
     @property
     def sort_spec(self) -> Sort:
@@ -86,7 +93,8 @@ class ListRequest:
 
     @property
     def filters(self) -> dict[str, Any]:
-        return {"status": self.status}
+        # The search is a filter like the status: a cursor of one search is refused by another.
+        return {"status": self.status, **(self.search.filters() if self.search else {})}
 
     def statement(self) -> Select[Any]:
         # Plain rows of the table's columns, not ORM objects: a page only reads them, and
@@ -97,6 +105,8 @@ class ListRequest:
             stmt = stmt.where(Order.status == self.status)
             if self.sort_spec.status_index:
                 stmt = with_status_index_hint(stmt)
+        if self.search is not None:
+            stmt = self.search.where(stmt)
         return stmt
 
     def page(self, session: Session, codec: CursorCodec) -> Page:
@@ -118,7 +128,8 @@ class ListRequest:
 
     def query_args(self, **changes: Any) -> dict[str, Any]:
         """URL parameters for a link from this list, without defaults (short, shareable URLs)."""
-        args: dict[str, Any] = {"sort": self.sort, "status": self.status}
+        q = self.search.text if self.search else None
+        args: dict[str, Any] = {"sort": self.sort, "status": self.status, "q": q}
         args.update(changes)
         if args.get("sort") == DEFAULT_SORT:
             args.pop("sort")

@@ -26,9 +26,10 @@ from . import htmx, jump
 from .api import get_order_or_404
 from .db import get_session
 from .errors import ApiError
+from .estimates import estimate, rounded
 from .export import csv_chunks, export_batches
 from .listing import InvalidParameter, ListRequest, parse_int
-from .models import STATUSES
+from .models import STATUSES, Order
 from .routes import list_read, streaming_read
 from .serialize import iso_utc
 from .sorts import SORTS
@@ -132,10 +133,19 @@ def orders():  # type: ignore[no-untyped-def]
     to = jump.single(request.args, "to")
     if to is not None:
         return _jump(listing, to)
+    search = listing.search
+    missing_order = None
+    at_top = listing.after is None and listing.before is None
+    if search is not None and search.order_id is not None and at_top:
+        # An order number in the search box opens that order, or says on the list that it is not there.
+        if get_session().get(Order, search.order_id) is not None:
+            return redirect(url_for("web.order_detail", order_id=search.order_id), 303)
+        missing_order = search.order_id
     # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
     # and a "Load more" button takes over, so the footer can be reached.
     page_number = parse_int(request.args, "page", 1, 1, 1_000_000)
-    page = listing.page(get_session(), current_app.extensions["cursor_codec"])
+    codec = current_app.extensions["cursor_codec"]
+    page = listing.page(get_session(), codec)
     auto_pages = cfg["AUTO_PAGES"]
     fragment = htmx.wants_fragment()
     urls = _page_urls(listing, page, page_number)
@@ -165,8 +175,17 @@ def orders():  # type: ignore[no-untyped-def]
         and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
         "max_rows": cfg["MAX_ROWS_IN_PAGE"],
         "jump_label": listing.sort_spec.goto_label,
+        # Top: the list's first rows; End: its last rows (a `before` cursor past the end).
+        "top_url": url_for("web.orders", **listing.query_args()),
+        "end_url": url_for("web.orders", **listing.query_args(before=jump.end_cursor(listing, codec))),
+        "missing_order": missing_order,
     }
-    return render_template("_rows.html" if fragment else "orders.html", **context)
+    if fragment:
+        return render_template("_rows.html", **context)
+    # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
+    context["estimates"] = None if search else estimate(get_session())
+    context["rounded"] = rounded
+    return render_template("orders.html", **context), 404 if missing_order else 200
 
 
 @bp.get("/orders/new")

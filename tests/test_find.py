@@ -1,0 +1,173 @@
+"""Finding things on the server, on every engine: search (an order number, the start of a name,
+case- and accent-insensitive), cursors bound to the search, End as the first page of the reverse
+order, and the estimates within a stated factor of the truth after ANALYZE."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from orders.estimates import estimate, rounded
+from orders.models import STATUSES, Order
+from orders.names import name_key
+from orders.seed import CUSTOMERS, seed_orders
+
+from .helpers import BASE, add_orders
+
+ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
+# An estimate must be within this factor of the true count (either way) after ANALYZE.
+FACTOR = 2
+
+
+def seed_names(engine, per_name: int = 4) -> list[int]:  # type: ignore[no-untyped-def]
+    rows = [
+        (BASE - dt.timedelta(minutes=i), CUSTOMERS[i % len(CUSTOMERS)], Decimal(i % 50), "paid")
+        for i in range(per_name * len(CUSTOMERS))
+    ]
+    return add_orders(engine, rows)
+
+
+def walk(client, **params) -> list[dict]:  # type: ignore[no-untyped-def]
+    items: list[dict] = []
+    response = client.get("/api/orders", query_string=params)
+    while True:
+        assert response.status_code == 200, response.json
+        items += response.json["items"]
+        if not response.json["has_more"]:
+            return items
+        response = client.get("/api/orders", query_string={**params, "after": response.json["next_cursor"]})
+
+
+@pytest.mark.parametrize("typed", ["úrs", "URS", "Ursula", "  ursULA   fr"])
+def test_search_by_name_is_a_case_and_accent_insensitive_prefix(client, engine, typed):
+    seed_names(engine)
+    for sort in ("newest", "customer", "amount"):
+        items = walk(client, q=typed, sort=sort, limit=3)
+        assert {i["customer"] for i in items} == {"Úrsula Freitas"}, sort
+        assert len(items) == 4
+
+
+def test_search_is_a_prefix_not_contains(client, engine):
+    seed_names(engine)
+    assert {i["customer"] for i in walk(client, q="ana")} == {"Ana Souza"}
+    assert walk(client, q="souza") == []  # the start of the name only (docs/finding.md says why)
+
+
+def test_a_cursor_is_bound_to_its_search(client, engine):
+    seed_names(engine)
+    first = client.get("/api/orders", query_string={"q": "a", "limit": 2}).json
+    assert first["has_more"]
+    other = client.get("/api/orders", query_string={"q": "b", "after": first["next_cursor"]})
+    assert other.status_code == 400
+    unfiltered = client.get("/api/orders", query_string={"after": first["next_cursor"]})
+    assert unfiltered.status_code == 400
+
+
+def test_a_filtered_walk_while_others_insert_and_delete(client, engine):
+    seed_names(engine, per_name=12)
+    rng = random.Random(17)
+    with Session(engine) as session:
+        matching = set(session.scalars(select(Order.id).where(Order.customer_key.startswith("ana"))))
+    deleted: set[int] = set()
+    seen: list[dict] = []
+    for sort in ("newest", "customer"):
+        seen, deleted = [], set()
+        params = {"q": "ÁNA", "sort": sort, "limit": 3}
+        response = client.get("/api/orders", query_string=params)
+        while True:
+            body = response.json
+            seen += body["items"]
+            if not body["has_more"]:
+                break
+            for minutes in (-1, rng.randint(0, 40), 200):
+                order = {"customer": rng.choice(["ana maria", "Bruno", "Ána Z"]), "amount": "1.00"}
+                order["created_at"] = (BASE - dt.timedelta(minutes=minutes)).isoformat()
+                assert client.post("/api/orders", json=order).status_code == 201
+            alive = sorted(matching - deleted)
+            victim = rng.choice(alive)
+            assert client.delete(f"/api/orders/{victim}").status_code == 204
+            deleted.add(victim)
+            response = client.get("/api/orders", query_string={**params, "after": body["next_cursor"]})
+        got = [int(i["id"]) for i in seen]
+        assert len(got) == len(set(got)), "a row was returned twice"
+        assert matching - deleted <= set(got), "a matching row that existed throughout was skipped"
+        assert all(name_key(i["customer"]).startswith("ana") for i in seen)
+        matching -= deleted
+
+
+def test_an_order_number_opens_that_order_or_says_it_is_not_there(client, engine):
+    ids = seed_names(engine, per_name=1)
+    response = client.get("/orders", query_string={"q": f"#{ids[3]}"})
+    assert response.status_code == 303 and response.headers["Location"].endswith(f"/orders/{ids[3]}")
+    assert client.get("/orders", query_string={"q": str(ids[3])}).status_code == 303
+    missing = client.get("/orders", query_string={"q": "999999"})
+    assert missing.status_code == 404
+    html = missing.get_data(as_text=True)
+    assert "There is no order #999999" in html and 'name="q"' in html and 'value="999999"' in html
+    # The API keeps just that order.
+    assert [int(i["id"]) for i in walk(client, q=str(ids[3]))] == [ids[3]]
+
+
+@pytest.mark.parametrize("query", ["q=" + "a" * 65, "q=%CC%81", "q=0", "q=99999999999999999999", "q=a&q=b"])
+def test_bad_searches_are_400(client, query):
+    response = client.get("/api/orders?" + query)
+    assert response.status_code == 400 and response.json["error"]["code"] == "invalid_parameter"
+
+
+def test_the_search_term_is_in_the_url_and_the_box(client, engine):
+    seed_names(engine)
+    html = client.get("/orders", query_string={"q": "Úrs", "sort": "customer"}).get_data(as_text=True)
+    assert 'value="Úrs"' in html
+    # Sort/status, go to, Top and End keep the search.
+    assert html.count('name="q" value="Úrs"') >= 2
+    assert re.search(r'href="[^"]*q=%C3%9Ars[^"]*"[^>]*data-find="end"', html)
+
+
+@pytest.mark.parametrize("sort", ["newest", "oldest", "amount", "customer"])
+def test_end_is_the_last_rows_in_one_page(client, engine, sort):
+    seed_names(engine)  # 100 orders, 20 a page
+    html = client.get("/orders", query_string={"sort": sort}).get_data(as_text=True)
+    end = re.search(r'href="([^"]+)"[^>]*data-find="end"', html).group(1).replace("&amp;", "&")
+    last = client.get(end).get_data(as_text=True)
+    api = walk(client, sort=sort, limit=100)
+    assert [int(i) for i in ROW_ID.findall(last)] == [int(i["id"]) for i in api[-20:]]
+    assert 'id="end-of-list"' in last and 'id="less"' in last  # the end, and a way up from it
+
+
+def test_estimates_are_within_a_factor_after_analyze(engine):  # type: ignore[no-untyped-def]
+    from .fixtures import clear
+
+    clear(engine)
+    with Session(engine) as session:
+        seed_orders(session, 20_000)
+        dialect = engine.dialect.name
+        if dialect == "postgresql":
+            session.execute(text("ANALYZE orders"))
+        elif dialect in ("mysql", "mariadb"):
+            session.execute(text("ANALYZE TABLE orders"))
+        else:
+            session.execute(text("ANALYZE"))
+        session.commit()
+        # Some deleted since: the estimate may lag, never by more than the factor.
+        session.execute(text("DELETE FROM orders WHERE id % 10 = 0"))
+        session.commit()
+        found = estimate(session)
+        truth = session.scalar(select(func.count()).select_from(Order))
+        by_status = dict(session.execute(select(Order.status, func.count()).group_by(Order.status)).all())
+    assert truth / FACTOR <= found.total <= truth * FACTOR, (found, truth)
+    for status in STATUSES:
+        true = by_status[status]
+        assert true / FACTOR <= found.by_status[status] <= true * FACTOR, (status, found, by_status)
+
+
+def test_the_page_shows_estimates_labelled_as_such(client, engine):
+    seed_names(engine)
+    html = client.get("/orders").get_data(as_text=True)
+    assert re.search(r"about [0-9,]+ orders", html) and "estimate" in html.lower()
+    assert rounded(123_456) == 120_000 and rounded(87) == 87 and rounded(1_950) == 2_000
