@@ -130,14 +130,17 @@ def screen_rows(page: Page) -> list[tuple[str, int]]:
     ]
 
 
-# Is this row's top at the top of the viewport (within 2 px)? And which row is first in view?
+# The top of the list area: the root's scroll-padding-top, which the sticky find bar sets to its
+# own height plus the column headers' (static/controls.js); rows "on top" sit right below them.
+INSET = "(parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0)"
+# Is this row's top at the top of the list area (within 2 px)? And which row is first in view?
 ON_TOP = (
     "id => { const r = document.getElementById('order-' + id);"
-    " return r && Math.abs(r.getBoundingClientRect().top) <= 2; }"
+    f" return r && Math.abs(r.getBoundingClientRect().top - {INSET}) <= 2; }}"
 )
 FIRST_IN_VIEW = (
     "() => [...document.querySelectorAll('#rows > tr[data-id]')]"
-    ".find(r => r.getBoundingClientRect().bottom > 1).dataset.id"
+    f".find(r => r.getBoundingClientRect().bottom > {INSET} + 1).dataset.id"
 )
 
 
@@ -161,7 +164,7 @@ def put_on_top(page: Page, order_id: str) -> None:
     # Again on every frame until it holds: a wheel scroll still gliding would carry it on.
     page.wait_for_function(
         "id => { const r = document.getElementById('order-' + id); r.scrollIntoView({block: 'start'});"
-        " return Math.abs(r.getBoundingClientRect().top) <= 1; }",
+        f" return Math.abs(r.getBoundingClientRect().top - {INSET}) <= 1; }}",
         arg=order_id,
         polling="raf",
     )

@@ -1,5 +1,5 @@
-// Small enhancements, each on its own: local times, the "go to" form's time zone, sort and status
-// applied on change. None of them knows how the scroll window works; the list works without them.
+// Small enhancements, each on its own: local times, the "go to" form's time zone. None of them
+// knows how the scroll window works; the list works without them.
 import { onNewRows } from "./scroll-window.js";
 
 var timeFormat = new Intl.DateTimeFormat(undefined, {
@@ -39,10 +39,5 @@ export function start() {
     tz.value = String(new Date(when.value).getTimezoneOffset());
     form.appendChild(tz);
   });
-
-  // Sort and status apply as soon as they change (the Apply button stays for keyboards).
-  document.addEventListener("change", function (evt) {
-    var form = evt.target.closest && evt.target.closest("form.controls");
-    if (form) form.requestSubmit();
-  });
+  // Sort and status: static/controls.js (applied by Apply, or on a pointer's choice only).
 }
