@@ -212,6 +212,7 @@ def test_search_by_number_and_by_name(live, page: Page):
     box.fill("úRS")
     box.press("Enter")
     expect(page).to_have_url(re.compile(r"q=%C3%BARS"))
+    expect(page.locator(f"{ROWS} td.customer").first).to_have_text("Úrsula Freitas")  # the new page's rows
     names = page.locator(f"{ROWS} td.customer").all_inner_texts()
     assert names and set(names) == {"Úrsula Freitas"}
     expect(box).to_have_value("úRS")
