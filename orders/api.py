@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from sqlalchemy import CursorResult, delete
 
-from . import grammar, health
+from . import grammar, health, idempotency
 from .auth import write_access
 from .db import get_session
 from .errors import ApiError
@@ -158,12 +158,14 @@ def _more_body() -> bool:
 @bp.post("/api/orders")
 @write_access
 def create_order():  # type: ignore[no-untyped-def]
-    order = Order(**validate_order(read_json_body()))
-    session = get_session()
-    session.add(order)
-    session.commit()
-    location = url_for("api.get_order", order_id=order.id)
-    return jsonify(order_json(order)), 201, {"Location": location}
+    body = read_json_body()
+    order = Order(**validate_order(body))
+    # Commits it; with an Idempotency-Key header at most once per key (orders/idempotency.py).
+    return idempotency.create(get_session(), order, body, created)
+
+
+def created(order: Order) -> tuple[Response, int, dict[str, str]]:
+    return jsonify(order_json(order)), 201, {"Location": url_for("api.get_order", order_id=order.id)}
 
 
 @bp.delete("/api/orders/<int:order_id>")

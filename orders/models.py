@@ -1,4 +1,5 @@
-"""The Order model and its indexes (one per sort of orders/sorts.py, each ending in id)."""
+"""The Order model and its indexes (one per sort of orders/sorts.py, each ending in id), and the
+idempotency keys of POST /api/orders (orders/idempotency.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import enum
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Identity, Index, String
+from sqlalchemy import Identity, Index, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
 
 from .names import NameKey, name_key
@@ -67,3 +68,20 @@ class Order(Base):
             f"<Order {self.id} {self.customer!r} {self.amount} {self.status} "
             f"{self.created_at:%Y-%m-%dT%H:%M:%S.%fZ}>"
         )
+
+
+class IdempotencyKey(Base):
+    """A POST /api/orders that carried an Idempotency-Key: the order it created and its answer,
+    committed in the same transaction as the order (orders/idempotency.py)."""
+
+    __tablename__ = "idempotency_keys"
+
+    # sha256 of the key, in hex: one fixed length and no collation on any engine (MariaDB's
+    # default one would take "abc" and "ABC" for the same key).
+    key_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of the request's JSON body
+    order_id: Mapped[int] = mapped_column(BigId)
+    response: Mapped[str] = mapped_column(Text)  # the 201's JSON body, sent again on a replay
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_idempotency_keys_created_at", created_at),)

@@ -334,6 +334,12 @@ SETTINGS: tuple[Setting, ...] = (
         "how far into the future a client may date an order (clock skew)",
     ),
     Setting(
+        "IDEMPOTENCY_KEY_HOURS",
+        Integer(1, 720),
+        24,
+        "how long a POST's Idempotency-Key answers a retry with the order it created (then forgotten)",
+    ),
+    Setting(
         "RATELIMIT_READS",
         RateLimit(),
         "1200 per minute",
