@@ -7,7 +7,13 @@ On one PostgreSQL primary with two streaming standbys (devtools/cluster.py), see
 - what choosing a node costs per page: the app's `Server-Timing: route;dur=` (probe when needed,
   REPEATABLE READ begin and the WAL-position read), and which node read each page;
 - under a writer: how long a commit takes to reach the standbys, and the pages a paused standby
-  did not serve (rerouted to the other standby or the primary).
+  did not serve (rerouted to the other standby or the primary);
+- failover (Patroni, synchronous mode): with two API writers and two API readers going through
+  haproxy, the leader's PostgreSQL killed (kill -9) several times, and once the whole leader node
+  (Patroni too: the leader key must expire first): the time from the kill to the first write that
+  succeeds, the writes refused meanwhile, the errors readers saw; and a planned switchover;
+- write latency with synchronous replication against without (Patroni's synchronous_mode
+  switched off and on again, interleaved rounds): POST /api/orders through haproxy, one client.
 
 Everything shares this machine's cores (2 here) with the load generator, a Python client: the
 numbers show the routing's overhead and behaviour, not how far more machines would scale.
@@ -30,7 +36,9 @@ import requests
 from sqlalchemy import text
 
 from devtools.cluster import Databases, databases, haproxy, seed
+from devtools.failover import Readers, Writers
 from devtools.gunicorn import ROOT, gunicorn
+from devtools.patroni import TTL
 
 RESULTS = ROOT / "bench" / "results" / "cluster.json"
 _TIMING = re.compile(r'db;desc="(\w+)[^"]*", route;dur=([0-9.]+)')
@@ -225,12 +233,123 @@ def app_servers(stack: ExitStack, dbs: Databases, count: int, replicas: bool, lo
     return stack.enter_context(haproxy(bases, logs / "haproxy.log"))
 
 
+def failover_run(dbs: Databases, base: str, how: str) -> dict[str, Any]:
+    """Writers and readers through haproxy; the leader killed (`how`: "postgres" kills its
+    PostgreSQL, "node" Patroni and PostgreSQL) or switched over ("switchover")."""
+    readers, writers = Readers(base), Writers(base)
+    readers.start()
+    writers.start()
+    try:
+        time.sleep(1.5)
+        old = dbs.primary
+        started = time.monotonic()
+        if how == "postgres":
+            old.kill_postmaster()
+        elif how == "node":
+            old.kill()
+        else:
+            dbs.switchover()
+        recovered = writers.wait_for_success_after(started, timeout=120)
+        time.sleep(1.0)
+    finally:
+        writers.stop()
+        readers.stop()
+    if how == "node":
+        old.start()
+    dbs.wait_healthy(timeout=180)
+    refused = writers.statuses(started, recovered)
+    reads = readers.statuses()
+    return {
+        "first_write_s": round(recovered - started, 2),
+        "writes_refused": sum(n for status, n in refused.items() if not 200 <= status < 300),
+        "refused_by_status": {str(k): v for k, v in refused.items() if not 200 <= k < 300},
+        "writes_acknowledged": len(writers.created),
+        "reader_errors": sum(n for status, n in reads.items() if status != 200),
+        "reader_pages": reads[200],
+    }
+
+
+def failover(dbs: Databases, runs: int, logs: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with ExitStack() as stack:
+        base = app_servers(stack, dbs, 2, True, logs)
+        for how, count in (("postgres", runs), ("switchover", 1), ("node", 1)):
+            label = {
+                "postgres": "leader's PostgreSQL killed",
+                "switchover": "patronictl switchover",
+                "node": f"whole leader node killed (leader key TTL {TTL} s)",
+            }[how]
+            rounds = [failover_run(dbs, base, how) for _ in range(count)]
+            for r in rounds:
+                print(f"  {label:46} {r}")
+            times = [r["first_write_s"] for r in rounds]
+            results[label] = {
+                "first_write_s_min": min(times),
+                "first_write_s_median": sorted(times)[len(times) // 2],
+                "first_write_s_max": max(times),
+                "reader_errors": sum(r["reader_errors"] for r in rounds),
+                "runs": rounds,
+            }
+    return results
+
+
+def post_latency(base: str, posts: int) -> list[float]:
+    http = requests.Session()
+    times = []
+    for _ in range(posts):
+        started = time.perf_counter()
+        response = http.post(f"{base}/api/orders", json={"customer": "Bench", "amount": "1.00"}, timeout=30)
+        assert response.status_code == 201, response.text
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def set_synchronous(dbs: Databases, on: bool) -> None:
+    """Patroni's synchronous_mode on or off (PATCH /config), waiting until the leader runs so."""
+    import urllib.request
+
+    leader = dbs.primary
+    body = json.dumps({"synchronous_mode": on}).encode()
+    request = urllib.request.Request(
+        f"{leader.rest}/config", data=body, method="PATCH", headers={"Content-Type": "application/json"}
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+    deadline = time.monotonic() + 60
+    while bool(leader.sql("SHOW synchronous_standby_names")) != on:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"synchronous_standby_names did not follow synchronous_mode={on}")
+        time.sleep(0.2)
+
+
+def sync_vs_async(dbs: Databases, logs: Path, posts: int = 300, rounds: int = 3) -> dict[str, Any]:
+    times: dict[str, list[float]] = {"synchronous": [], "asynchronous": []}
+    with ExitStack() as stack:
+        base = app_servers(stack, dbs, 1, True, logs)
+        try:
+            for _ in range(rounds):
+                for mode in ("synchronous", "asynchronous"):
+                    set_synchronous(dbs, mode == "synchronous")
+                    times[mode] += post_latency(base, posts)
+        finally:
+            set_synchronous(dbs, True)
+    return {
+        mode: {
+            "p50_ms": round(_percentile(values, 0.5) * 1000, 2),
+            "p95_ms": round(_percentile(values, 0.95) * 1000, 2),
+            "posts": len(values),
+        }
+        for mode, values in times.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--failovers", type=int, default=5, help="leader kills to time")
+    parser.add_argument("--only-failover", action="store_true", help="skip the read throughput parts")
     args = parser.parse_args()
     results: dict[str, Any] = {"rows": args.rows, "seconds": args.seconds, "clients": args.clients}
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, databases() as dbs:
@@ -239,6 +358,11 @@ def main() -> None:
         version = dbs.primary.sql("SHOW server_version")
         results["postgresql"] = version
         print(f"PostgreSQL {version}: primary + 2 standbys, {args.rows:,} orders, {args.clients} clients")
+        if args.only_failover:
+            _failover_parts(dbs, logs, args.failovers, results)
+            RESULTS.with_name("cluster-failover.json").write_text(json.dumps(results, indent=2) + "\n")
+            print(f"wrote {RESULTS.with_name('cluster-failover.json').relative_to(ROOT)}")
+            return
         cost = results["routing cost per cursor page"] = routing_cost(dbs)
         print(f"  routing cost per cursor page (in process, standby1 routed vs direct): {cost}")
         # The machine is shared: each configuration runs `rounds` times, interleaved, and the
@@ -267,15 +391,22 @@ def main() -> None:
                 results[label] = Load(base, args.clients, args.seconds).run()
                 print(f"  {label:42} {_line(results[label])}")
                 dbs.standbys[1].pause_replay()
-                label = "same, replica2 paused"
+                label = f"same, {dbs.router_name(dbs.standbys[1])} paused"
                 results[label] = Load(base, args.clients, args.seconds).run()
                 print(f"  {label:42} {_line(results[label])}")
                 dbs.standbys[1].resume_replay()
             finally:
                 writer.stop.set()
                 writer.join()
+        _failover_parts(dbs, logs, args.failovers, results)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
+
+
+def _failover_parts(dbs: Databases, logs: Path, failovers: int, results: dict[str, Any]) -> None:
+    latency = results["POST latency, synchronous vs asynchronous replication"] = sync_vs_async(dbs, logs)
+    print(f"  POST /api/orders through haproxy, one client: {latency}")
+    results["failover"] = failover(dbs, failovers, logs)
 
 
 def _line(r: dict[str, Any]) -> str:

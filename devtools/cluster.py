@@ -71,10 +71,11 @@ frontend orders
 
 backend app_servers
     balance roundrobin
-    # ...but only a read (GET, HEAD): a write the dead server may have committed is never sent
-    # twice; its client gets haproxy's 502 and retries it itself (see docs/several-servers.md).
-    # A connection that failed is still retried for every method (the request was never sent).
-    http-request disable-l7-retry unless METH_GET
+    # ...but only a read (GET, HEAD) or a POST with an Idempotency-Key (the app creates its order
+    # at most once): another write the dead server may have committed is never sent twice; its
+    # client gets haproxy's 502 (docs/several-servers.md). A connection that failed is retried for
+    # every method (the request was never sent).
+    http-request disable-l7-retry unless METH_GET || {{ req.hdr(Idempotency-Key) -m found }}
     # /healthz/nodes answers while the app process serves requests; it does not ask the
     # databases, so a database outage does not take every app server out (readers then get the
     # app's own 503 `unavailable` with Retry-After, not haproxy's page).

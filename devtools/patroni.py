@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from sqlalchemy import create_engine, text
 
 from .databases import create_database
@@ -219,9 +220,9 @@ class Node:
                 "parameters": {
                     "unix_socket_directories": str(self.directory),
                     # Throwaway data on one machine: a killed process loses nothing the kernel
-                    # has, and only processes are killed here. Real hosts keep both on.
+                    # has, and only processes are killed here. Real hosts keep it on.
+                    # (full_page_writes stays on: pg_rewind refuses a source without it.)
                     "fsync": "off",
-                    "full_page_writes": "off",
                 },
             },
             "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
@@ -280,16 +281,24 @@ class Node:
         self._wait_postmaster_gone(pid)
 
     def _wait_postmaster_gone(self, pid: int | None) -> None:
+        # Its Patroni killed, the postmaster is an orphan: it may stay a zombie nobody reaps.
         deadline = time.monotonic() + 10
         while pid is not None and time.monotonic() < deadline:
             try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return
+            except psutil.NoSuchProcess:
                 return
             time.sleep(0.05)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def writable(self) -> bool:
+        """PostgreSQL here is out of recovery (Patroni reports a leader an instant before)."""
+        with suppress(Exception):
+            return self.sql("SELECT NOT pg_is_in_recovery()", "postgres") is True
+        return False
 
     def status(self) -> dict[str, Any]:
         """Patroni's view of this node (GET /patroni), {} when its REST API does not answer."""
@@ -425,7 +434,7 @@ class Databases:
         deadline = time.monotonic() + timeout
         while True:
             leader = self.leader()
-            if leader is not None and leader is not other_than:
+            if leader is not None and leader is not other_than and leader.writable():
                 return leader
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no leader within {timeout} s: {self.members()}")

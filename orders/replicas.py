@@ -60,8 +60,11 @@ HEADER = "Read-After-LSN"
 REFRESH_SECONDS = 0.1
 # A node that failed is left out for this long, then probed again.
 RETRY_SECONDS = 1.0
-# With the primary down, how long a read waits for a replica to replay its cursor's position.
-PRIMARY_DOWN_WAIT_SECONDS = 2.0
+# With the primary down, how long a read waits for a replica to replay its cursor's position, or
+# for a primary to answer again: long enough for Patroni to fail over after a PostgreSQL crash
+# (1.7 to 4 s measured by bench-cluster on loopback), not for a whole host lost (the leader key's
+# time to live: 30 s by default); that read then answers 503 with Retry-After.
+PRIMARY_DOWN_WAIT_SECONDS = 5.0
 
 PRIMARY_LSN_SQL = "SELECT pg_current_wal_lsn()::text"
 REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text"
