@@ -210,6 +210,7 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
     dbs = fo.databases
     old = dbs.primary
     senders = [int(pid) for pid in old.sql("SELECT array_agg(pid) FROM pg_stat_replication")]  # type: ignore[attr-defined]
+    killed = False
     for pid in senders:
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -217,8 +218,8 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
         conn = engine.connect()
         conn.execute(
             text(
-                "INSERT INTO orders (created_at, customer, amount, status) SELECT now(), 'Never', 1, "
-                "'paid' FROM generate_series(1, 20000)"
+                "INSERT INTO orders (created_at, customer, customer_key, amount, status) "
+                "SELECT now(), 'Never', 'never', 1, 'paid' FROM generate_series(1, 20000)"
             )
         )  # never committed: it dies with the primary
         time.sleep(0.5)  # the WAL writer writes it out (wal_writer_delay is 200 ms)
@@ -229,12 +230,14 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
         leader_seen: list[float] = []
         watcher = threading.Thread(target=_watch_for_leader, args=(dbs, old, leader_seen), daemon=True)
         old.kill_postmaster()
+        killed = True
         watcher.start()
     finally:
-        # Killed, not continued: a WAL sender let go would still send what it holds.
+        # Killed, not continued, once the primary is dead: a WAL sender let go would still send
+        # what it holds. (On a live primary a killed child would make it restart: continue them.)
         for pid in senders:
             with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL if killed else signal.SIGCONT)
     # Opened at once, during the failover: it waits for the new primary (it holds every
     # acknowledged commit) and reads the page there; or, if no primary answered for the whole
     # wait, refuses with 503. It must not wait out its timeout while a primary answers.
@@ -274,7 +277,9 @@ def _watch_for_leader(dbs: Databases, old: Node, seen: list[float]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         leader = dbs.leader()
-        if leader is not None and leader is not old:
+        # Writable: out of recovery, what libpq's target_session_attrs=read-write accepts (Patroni
+        # reports the leader an instant before).
+        if leader is not None and leader is not old and leader.writable():
             seen.append(time.monotonic())
             return
         time.sleep(0.05)
