@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Flask, g
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -176,4 +177,10 @@ def get_session() -> Session:
 def close_session(_exc: BaseException | None = None) -> None:
     session = g.pop("db_session", None)
     if session is not None:
-        session.close()
+        try:
+            session.close()
+        except DBAPIError:
+            # The connection died after the answer was made (its node crashed or was demoted
+            # in a failover): the ROLLBACK of close() cannot reach it. Drop the connection; a
+            # teardown error would turn the answer into the server's bare 500.
+            session.invalidate()

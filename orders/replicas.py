@@ -66,6 +66,8 @@ RETRY_SECONDS = 1.0
 # time to live: 30 s by default); that read then answers 503 with Retry-After.
 PRIMARY_DOWN_WAIT_SECONDS = 5.0
 
+# Marks a read that went back to the primary once after failing there (see _without_primary).
+PRIMARY_AGAIN = "primary, again"
 PRIMARY_LSN_SQL = "SELECT pg_current_wal_lsn()::text"
 REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text"
 # What a page on a standby is stamped with: the replayed position, and the received one above it.
@@ -327,7 +329,11 @@ class Router:
         while True:
             self.refresh(force=True)
             now = time.monotonic()
-            if self.primary.name not in exclude and self.primary.up(now):
+            if self.primary.up(now) and PRIMARY_AGAIN not in exclude:
+                if self.primary.name in exclude:
+                    # This read already failed on the primary (the old one, dying): the one
+                    # answering now is another, promoted; it gets one more try per read.
+                    exclude.add(PRIMARY_AGAIN)
                 return self.primary
             live = [n for n in self.replicas if n.up(now) and n.name not in exclude]
             if live:
