@@ -259,8 +259,14 @@ def failover_run(dbs: Databases, base: str, how: str) -> dict[str, Any]:
     dbs.wait_healthy(timeout=180)
     refused = writers.statuses(started, recovered)
     reads = readers.statuses()
+    # A switchover's old primary takes writes until it stops: its outage is the span of refused
+    # writes (first refused sent to last refused answered), for every kind of run.
+    failed = [a for a in writers.answers if a.sent >= started and not 200 <= a.status < 300]
+    outage = max(a.at for a in failed) - min(a.sent for a in failed) if failed else 0.0
+    refused = writers.statuses(started, max(recovered, max((a.sent for a in failed), default=0.0)))
     return {
         "first_write_s": round(recovered - started, 2),
+        "writes_refused_span_s": round(outage, 2),
         "writes_refused": sum(n for status, n in refused.items() if not 200 <= status < 300),
         "refused_by_status": {str(k): v for k, v in refused.items() if not 200 <= k < 300},
         "writes_acknowledged": len(writers.created),

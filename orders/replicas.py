@@ -62,7 +62,7 @@ REFRESH_SECONDS = 0.1
 RETRY_SECONDS = 1.0
 # With the primary down, how long a read waits for a replica to replay its cursor's position, or
 # for a primary to answer again: long enough for Patroni to fail over after a PostgreSQL crash
-# (1.7 to 4 s measured by bench-cluster on loopback), not for a whole host lost (the leader key's
+# (2.7 to 4.3 s measured by bench-cluster on loopback), not for a whole host lost (the leader key's
 # time to live: 30 s by default); that read then answers 503 with Retry-After.
 PRIMARY_DOWN_WAIT_SECONDS = 5.0
 
