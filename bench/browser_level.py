@@ -80,9 +80,9 @@ BUSY_DONE = "() => document.getElementById('orders').getAttribute('aria-busy') =
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _serve(rows: int, tmp: Path, front_end: Path | None = None, seed: bool = True) -> Any:
+def _serve(rows: int, tmp: Path, front_end: Path | None = None, seed: bool = True, **config: Any) -> Any:
     """The app on a SQLite file in `tmp` (seeded once); `front_end` is another checkout's
-    templates/ and static/ served by today's server code."""
+    templates/ and static/ served by today's server code; `config` overrides settings."""
     sys.path.insert(0, str(ROOT))
     from jinja2 import FileSystemLoader
 
@@ -95,7 +95,7 @@ def _serve(rows: int, tmp: Path, front_end: Path | None = None, seed: bool = Tru
         engine = make_engine(url)
         migrate(engine)
         engine.dispose()
-    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "b" * 48, "AUTO_PAGES": 1_000_000})
+    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "b" * 48, "AUTO_PAGES": 1_000_000, **config})
     app.logger.disabled = True
     if front_end is not None:
         app.jinja_loader = FileSystemLoader(str(front_end / "templates"))  # type: ignore[misc]
@@ -174,6 +174,7 @@ document.addEventListener('DOMContentLoaded', () => {
 AT_TOP = "() => !document.getElementById('less') && scrollY === 0"
 TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel"]
 STEP_PX, STEP_S = 120, 0.016
+OLD_WINDOW = 600  # MAX_ROWS_IN_PAGE before issue 16
 
 
 def _wheel(page: Page, delta: int, done: str, max_steps: int) -> int:
@@ -277,17 +278,26 @@ def measure_wheel(
     results: list[dict[str, Any]] = []
     try:
         with ExitStack() as stack:
-            fronts = {"after": stack.enter_context(_serve(rows, tmp))}
+            # Today's front end with today's window (the default MAX_ROWS_IN_PAGE) and with the old
+            # one (600), to tell the code's share from the window's; and the old front end at 600.
+            now = stack.enter_context(_serve(rows, tmp))
+            window = now.app.config["MAX_ROWS_IN_PAGE"]
+            fronts = {f"now, {window} rows": now}
+            if window != OLD_WINDOW:
+                wide = _serve(rows, tmp, seed=False, MAX_ROWS_IN_PAGE=OLD_WINDOW)
+                fronts[f"now, {OLD_WINDOW} rows"] = stack.enter_context(wide)
             if before:
-                old = _checkout_front_end(before, tmp)
-                fronts = {"before": stack.enter_context(_serve(rows, tmp, old, seed=False)), **fronts}
+                tree = _checkout_front_end(before, tmp)
+                old = _serve(rows, tmp, tree, seed=False, MAX_ROWS_IN_PAGE=OLD_WINDOW)
+                fronts = {f"before ({before[:12]}), {OLD_WINDOW} rows": stack.enter_context(old), **fronts}
             p = stack.enter_context(sync_playwright())
             browser = _launch(p)
-            # Interleaved (before, after at 1x, then at 4x): other work on the machine comes and goes.
+            # Interleaved (each front end at 1x, then each at 4x): other work on the machine comes
+            # and goes.
             for rate in (1, 4):
                 for name, server in fronts.items():
                     result = wheel_scroll(browser, server.url, rate, scroll_rows)
-                    result["front_end"] = name if name == "after" else f"before ({before})"
+                    result["front_end"] = name
                     results.append(result)
             browser.close()
     finally:
@@ -317,6 +327,7 @@ def measure(rows: int = 8000) -> dict[str, Any]:
                 page.wait_for_function("() => bench.firstRow !== null")
                 paints.append(page.evaluate("bench.firstRow"))
             out["first_row_painted_ms"] = statistics.median(paints)
+            out["max_rows"] = server.app.config["MAX_ROWS_IN_PAGE"]
             page.goto(server.url + "/orders")
             _scroll_until(page, 500, 1500)
             out["elements_500"], out["heap_mb_500"] = _heap(page)
@@ -368,7 +379,7 @@ def report(result: dict[str, Any]) -> str:
 
     longest = result["longest_task_ms"]
     lines = [
-        "| browser level (Chromium, SQLite, MAX_ROWS_IN_PAGE=600) | value |",
+        f"| browser level (Chromium, SQLite, MAX_ROWS_IN_PAGE={result['max_rows']}) | value |",
         "|---|---|",
         f"| navigation to first row painted (median of 5) | {result['first_row_painted_ms']:.0f} ms |",
         "| longest main-thread task, append/prepend/drop | "
@@ -428,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=["wheel", "rest"], help="one part of the level only")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--plot", type=Path, help="also plot the wheel scroll here (a .png)")
     args = parser.parse_args(argv)
     result: dict[str, Any] = {}
     if args.only != "wheel":
@@ -436,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only != "rest":
         result["wheel"] = measure_wheel(args.rows, args.scroll_rows, args.before or None)
         print(wheel_report(result["wheel"]))
+        if args.plot:
+            from .plot import plot_wheel
+
+            plot_wheel(result["wheel"], args.plot)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

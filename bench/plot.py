@@ -97,3 +97,35 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_wheel(results: list[dict[str, Any]], path: Path) -> None:
+    """wheel.png: the browser level's wheel scroll, frame-gap p50/p95/p99 and the longest task
+    per front end and CPU rate, against the 33.4 ms (two frames) line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (gaps, tasks) = plt.subplots(1, 2, figsize=(14, 5))
+    labels = [f"{r['front_end']}\n{r['rate']}x CPU" for r in results]
+    xs = range(len(results))
+    width = 0.27
+    for offset, key, name in (
+        (-width, "frame_gap_p50_ms", "p50"),
+        (0, "frame_gap_p95_ms", "p95"),
+        (width, "frame_gap_p99_ms", "p99"),
+    ):
+        gaps.bar([x + offset for x in xs], [r[key] or 0 for r in results], width, label=name)
+    gaps.axhline(33.4, color="black", linestyle="--", linewidth=1, label="33.4 ms (goal for p95 at 4x)")
+    gaps.set_title("Gaps between animation frames during the wheel scroll")
+    gaps.set_ylabel("ms")
+    tasks.bar(list(xs), [r["longest_task_ms"] for r in results], 0.5, color="tab:red")
+    tasks.axhline(50, color="black", linestyle="--", linewidth=1, label="50 ms (a long task)")
+    tasks.set_title("Longest main-thread task")
+    for axis in (gaps, tasks):
+        axis.set_xticks(list(xs), labels, fontsize=7)
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -281,7 +281,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "MAX_ROWS_IN_PAGE",
         Integer(0, 100_000, "; 0 keeps every row"),
-        600,
+        200,  # 600 laid the table out at twice the cost per page loaded (docs/scroll.md)
         "rows the browser keeps in the document while scrolling; farther ones are dropped and reloaded",
     ),
     Setting(
