@@ -129,6 +129,13 @@ function rememberPlaceSoon() {
   placeTimer = setTimeout(rememberPlace, 150);
 }
 window.addEventListener("scroll", function () { notePlaceSoon(); rememberPlaceSoon(); }, { passive: true });
+// Leaving (a click on a link or button, a reload): the address must name the place now, not in
+// 150 ms; Back comes back to it (there is no snapshot: it is the only record of the place).
+function flushPlace() { clearTimeout(placeTimer); rememberPlace(); }
+document.addEventListener("click", function (evt) {
+  if (evt.target.closest && evt.target.closest("a[href], button") && table()) flushPlace();
+}, true);
+window.addEventListener("pagehide", function () { if (table()) flushPlace(); });
 
 // A resize or rotation reflows every row (cards below 52rem): the row that was first in view
 // goes back where it was, and the address (which names it) stays true.
