@@ -219,15 +219,20 @@ def main() -> None:
             print(f"  app{index + 1}:         {base}")
         print(f"  patronictl:   patronictl -c {dbs.nodes[0].config} list")
         print(f"  logs:         {log_dir} (Patroni's and etcd's: {dbs.nodes[0].directory})")
-        print("\nCtrl-C stops everything.", flush=True)
-        with suppress(KeyboardInterrupt):
-            # Ctrl-C and kill both stop it all (a shell without job control starts background
-            # commands with SIGINT ignored, so set it explicitly).
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-            while True:
-                time.sleep(3600)
+        wait_for_ctrl_c()
     print("stopped.")
+
+
+def wait_for_ctrl_c() -> None:
+    """Block until Ctrl-C or a kill (SIGINT, SIGTERM); the caller's `with` blocks then stop what
+    they started. A shell without job control starts background commands with SIGINT ignored,
+    so both are set explicitly."""
+    print("\nCtrl-C stops everything.", flush=True)
+    with suppress(KeyboardInterrupt):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        while True:
+            time.sleep(3600)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -179,7 +177,7 @@ def _stop_quietly(server: Server) -> None:
 
 
 def main() -> None:
-    from .cluster import haproxy
+    from .cluster import haproxy, wait_for_ctrl_c
     from .gunicorn import gunicorn
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -221,12 +219,7 @@ def main() -> None:
         for i, shard in enumerate(top.shards):
             print(f"  shard {i + 1}:       {shard.url()}")
         print(f"  logs:          {log_dir} (servers': {top.coordinator.directory})")
-        print("\nCtrl-C stops everything.", flush=True)
-        with suppress(KeyboardInterrupt):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-            while True:
-                time.sleep(3600)
+        wait_for_ctrl_c()
     print("stopped.")
 
 
