@@ -105,7 +105,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         expected = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
     engine.dispose()
 
-    app = make_app(cluster.url, AUTO_PAGES=1000)
+    app = make_app(cluster.url, AUTO_PAGES=1000, MAX_ROWS_IN_PAGE=0)  # keep every row: all read at the end
     try:
         run_the_scroll(app, cluster, page, expected)
     finally:
