@@ -7,6 +7,7 @@ Also: a caller that already decoded a cursor passes the Position itself (sync an
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,6 +90,14 @@ async def async_walk(engine: Any, sort: Keyset, limit: int, kind: str) -> list[t
     return found
 
 
+def run_in_own_loop(coroutine: Any) -> Any:
+    """asyncio.run() in a thread of its own: Playwright's sync API (the browser tests, earlier in
+    the same pytest session) leaves an event loop running in the main thread, where asyncio.run()
+    refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 @pytest.mark.parametrize("kind", ["session", "connection"])
 @pytest.mark.parametrize("sort", [BY_TOPIC, BY_RANK], ids=["text desc", "nulls last"])
 def test_async_pages_are_the_sync_pages(notes, kind, sort):
@@ -106,7 +115,7 @@ def test_async_pages_are_the_sync_pages(notes, kind, sort):
         finally:
             await engine.dispose()
 
-    found = asyncio.run(main())
+    found = run_in_own_loop(main())
     assert [(nxt, prv) for _, nxt, prv in found] == [(nxt, prv) for _, nxt, prv in expected]
     if kind == "session":
         assert [items for items, _, _ in found] == [items for items, _, _ in expected]
@@ -143,7 +152,7 @@ def test_async_iterate_is_the_sync_iterate(notes):
         finally:
             await engine.dispose()
 
-    assert asyncio.run(main()) == expected
+    assert run_in_own_loop(main()) == expected
     assert [len(items) for items, _ in expected] == [7, 7, 7, 2]
 
 
