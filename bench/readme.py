@@ -134,7 +134,19 @@ def _export(results: dict[str, Any]) -> str:
         f"{e['max_rss_mb']:.0f} MB"
         for e in [*largest.values(), *big]
     ]
-    return "- Export (`flask export`, wall clock with start-up, peak RSS): " + "; ".join(parts) + "."
+    downloads = [
+        f"{_engine(e['engine'])} {e['stream_of_dump']:.2f} of {e['dump_tool']}"
+        for e in largest.values()
+        if "stream_of_dump" in e
+    ]
+    line = "- Export (`flask export`, wall clock with start-up, peak RSS): " + "; ".join(parts) + "."
+    if downloads:
+        line += (
+            " The download's speed beside the engine's own dump of the same rows: "
+            + "; ".join(downloads)
+            + "."
+        )
+    return line
 
 
 def _seeding(results: dict[str, Any]) -> str:

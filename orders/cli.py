@@ -31,7 +31,7 @@ from werkzeug.datastructures import MultiDict
 from pagination import PaginationError
 
 from .db import make_engine, migrate
-from .export import EXPORT_BATCH_SIZE, csv_header, csv_text, export_batches, snapshot
+from .export import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
 from .listing import InvalidParameter, ListRequest
 from .models import STATUSES, Order
 from .seed import seed_orders
@@ -179,30 +179,31 @@ def export_command(
         raise click.BadParameter(str(err)) from None
     flag = _StopFlag()
     previous = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
-    out = output.open("a" if after else "w", encoding="utf-8", newline="") if output else sys.stdout
+    out = output.open("ab" if after else "wb") if output else sys.stdout.buffer
     cursor = after
     written = 0
     try:
         with _session() as session:
-            batches = export_batches(
+            chunks = export_chunks(
                 session,
                 listing,
                 current_app.extensions["cursor_codec"],
                 batch_size=batch_size,
                 one_transaction=consistent,
+                raw=raw,
             )
             if after is None:
-                out.write(csv_header())
+                out.write(csv_header().encode())
             with (
                 snapshot(session) if consistent else nullcontext(),
                 tqdm(unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting") as bar,
             ):
-                for batch in batches:
-                    out.write(csv_text(batch, raw=raw))
+                for chunk in chunks:
+                    out.write(chunk.data)
                     out.flush()
-                    cursor = batch.cursor
-                    written += len(batch.items)
-                    bar.update(len(batch.items))
+                    cursor = chunk.cursor
+                    written += chunk.rows
+                    bar.update(chunk.rows)
                     if flag.stop:
                         break
     except PaginationError as err:

@@ -1,24 +1,27 @@
-"""CSV export by keyset batches: constant memory, resumable by cursor, optionally one snapshot."""
+"""CSV export by keyset batches: constant memory, resumable by cursor, optionally one snapshot;
+on PostgreSQL each batch is one COPY of an index range."""
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
+import psycopg
+from sqlalchemy import ColumnElement, Text, cast, func, literal
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
-from pagination import Batch, CursorCodec, iterate
+from pagination import Batch, CursorCodec, iterate, iterate_ranges
 
 from .listing import ListRequest
 from .models import Order
-from .serialize import CSV_COLUMNS, csv_row
+from .serialize import CSV_COLUMNS, csv_line, neutralize_sql
 
-EXPORT_BATCH_SIZE = 5000
+EXPORT_BATCH_SIZE = 20_000  # rows per keyset batch: per-batch costs (a probe, a transaction) under 5%
 log = logging.getLogger(__name__)
 
 
@@ -54,27 +57,115 @@ def export_batches(
         yield batch
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """One batch of the export as CSV bytes, how many rows it holds, and the cursor that
+    resumes right behind it."""
+
+    data: bytes
+    rows: int
+    cursor: str | None
+
+
+def export_chunks(
+    session: Session,
+    listing: ListRequest,
+    codec: CursorCodec,
+    *,
+    batch_size: int = EXPORT_BATCH_SIZE,
+    one_transaction: bool = False,
+    raw: bool = False,
+) -> Iterator[Chunk]:
+    """The export as CSV chunks, one per keyset batch: on PostgreSQL each batch is a
+    `COPY (SELECT ...) TO STDOUT` of one index range (the server formats the CSV: several times
+    faster than rows through Python); elsewhere rows are fetched and formatted here. Both write
+    the same bytes (tests/test_security_csv.py compares them on generated names)."""
+    if session.get_bind().dialect.name == "postgresql":
+        yield from _copy_chunks(session, listing, codec, batch_size, one_transaction, raw)
+        return
+    for batch in export_batches(
+        session, listing, codec, batch_size=batch_size, one_transaction=one_transaction
+    ):
+        yield Chunk(csv_text(batch, raw=raw).encode(), len(batch.items), batch.cursor)
+
+
+def _copy_chunks(
+    session: Session,
+    listing: ListRequest,
+    codec: CursorCodec,
+    batch_size: int,
+    one_transaction: bool,
+    raw: bool,
+) -> Iterator[Chunk]:
+    stmt = listing.statement().with_only_columns(*csv_sql_columns(raw=raw), maintain_column_froms=True)
+    ranges = iterate_ranges(
+        session,
+        stmt,
+        listing.keyset,
+        batch_size=batch_size,
+        codec=codec,
+        after=listing.after,
+        filters=listing.filters,
+    )
+    copies = _Copies()
+    for part in ranges:
+        data = copies.read(session, part.statement, part.params)
+        if not one_transaction:
+            session.rollback()  # the probe and the COPY shared one short transaction
+        yield Chunk(data, part.rows, part.cursor)
+
+
+class _Copies:
+    """COPY (statement) TO STDOUT, each statement compiled once: iterate_ranges() runs the same
+    statement object for every range with other parameters (compiling it took 4 ms a batch)."""
+
+    def __init__(self) -> None:
+        # By id, holding the statement itself so that its id cannot be reused meanwhile.
+        self._compiled: dict[int, tuple[Any, Any, str]] = {}
+
+    def read(self, session: Session, statement: Any, params: dict[str, Any]) -> bytes:
+        """The rows as PostgreSQL's CSV (the customer always quoted, as csv_line writes it), read
+        whole: the batch's transaction ends before a slow client reads it."""
+        connection = session.connection()
+        if id(statement) not in self._compiled:
+            compiled = statement.compile(
+                dialect=connection.dialect, compile_kwargs={"render_postcompile": True}
+            )
+            sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv, FORCE_QUOTE (customer))"
+            self._compiled[id(statement)] = (statement, compiled, sql)
+        _, compiled, sql = self._compiled[id(statement)]
+        # COPY takes no server-side parameters: psycopg binds them on the client, after the
+        # column types' own conversions (what SQLAlchemy applies before every execute).
+        processors = compiled._bind_processors
+        bound = {
+            k: processors[k](v) if k in processors else v
+            for k, v in compiled.construct_params(params).items()
+        }
+        dbapi_connection: Any = connection.connection.dbapi_connection
+        data = bytearray()
+        try:
+            with dbapi_connection.cursor() as cursor, cursor.copy(sql, bound) as copy:
+                for block in copy:
+                    data += block
+        except psycopg.Error as err:  # classified like every other driver error (orders/errors.py)
+            raise DBAPIError.instance(sql, bound, err, psycopg.Error) from err
+        return bytes(data)
+
+
+def csv_sql_columns(*, raw: bool = False) -> list[ColumnElement[Any]]:
+    """The CSV's columns as PostgreSQL writes them: the same text as csv_row() gives, the
+    customer neutralized in SQL (serialize.neutralize_sql) unless raw."""
+    c = Order.__table__.c
+    customer = c.customer if raw else neutralize_sql(c.customer)
+    created = func.to_char(func.timezone("UTC", c.created_at), literal('YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+    return [cast(c.id, Text), customer.label("customer"), cast(c.amount, Text), c.status, created]
+
+
 def csv_text(batch: Batch, *, raw: bool = False) -> str:
-    """One batch as CSV lines. Text cells a spreadsheet would run as a formula get a leading '
-    (serialize.neutralize); raw=True writes them as stored (`flask export --raw`)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    rows = [csv_row(row, raw=raw) for row in batch.items]
-    if not any(_careful(row[1]) for row in rows):
-        writer.writerows(rows)
-        return buffer.getvalue()
-    # csv quotes a field only for the delimiter, the quote character and the characters of the
-    # line terminator ("\n"): a bare carriage return would be written unquoted and end the row
-    # in a spreadsheet, and a ";" unquoted splits the cell where ";" is the separator. Such rows
-    # are written with every field quoted; the decision is per row, so batch sizes never change it.
-    careful = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    for row in rows:
-        (careful if _careful(row[1]) else writer).writerow(row)
-    return buffer.getvalue()
-
-
-def _careful(customer: str) -> bool:
-    return "\r" in customer or ";" in customer
+    """One batch as CSV lines (serialize.csv_line): the customer always quoted, the one free
+    text cell; ids, amounts, statuses and timestamps never hold a separator, a quote or a line
+    break. Names a spreadsheet would run as a formula are neutralized unless raw=True."""
+    return "".join([csv_line(row, raw=raw) for row in batch.items])
 
 
 def csv_header() -> str:
@@ -96,21 +187,21 @@ class ExportInterrupted(RuntimeError):
     """A download stopped mid-way (the database went away): the WSGI server aborts the stream."""
 
 
-def csv_chunks(batches: Iterable[Batch], *, header: bool = True, after: str | None = None) -> Iterator[str]:
-    """The CSV text of `batches`. If reading a batch fails part-way (the first one is read
+def csv_chunks(chunks: Iterable[Chunk], *, header: bool = True, after: str | None = None) -> Iterator[bytes]:
+    """The CSV bytes of `chunks`. If reading a batch fails part-way (the first one is read
     before the response starts, so its failure is a 503), the last line is INTERRUPTED with the
     cursor that resumes behind the last row written (`after` before any), and ExportInterrupted
     ends the stream without its chunked terminator."""
     if header:
-        yield csv_header()
+        yield csv_header().encode()
     resume = after or ""
     try:
-        for batch in batches:
-            yield csv_text(batch)
-            resume = batch.cursor or resume
+        for chunk in chunks:
+            yield chunk.data
+            resume = chunk.cursor or resume
     except (DBAPIError, PoolTimeout) as err:
         log.warning("export interrupted, resume after=%s: %s", resume, str(err).splitlines()[0][:200])
-        yield f"{INTERRUPTED}{resume}\n"
+        yield f"{INTERRUPTED}{resume}\n".encode()
         raise ExportInterrupted(f"export interrupted; resume with after={resume}") from err
 
 

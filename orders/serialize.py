@@ -7,6 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import ColumnElement, case, func, literal
+
 from .models import Order
 
 CSV_COLUMNS = ["id", "customer", "amount", "status", "created_at"]
@@ -14,10 +16,13 @@ CSV_COLUMNS = ["id", "customer", "amount", "status", "created_at"]
 # `=HYPERLINK(...)`, `+cmd|' /C calc'!A0`, `@SUM(1+1)`, `-2+3`; tab and carriage return too.
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 # The file is written with "," but a spreadsheet in most European locales splits on ";", and
-# then a quote in the middle of a field protects nothing: `a;=2+5;b` becomes a cell `=2+5`.
-# So a trigger right after either separator is neutralized too (`a;'=2+5;b`), and a field with
-# ";" is quoted like one with "," (export.csv_text).
-_AFTER_SEPARATOR = re.compile(r"([,;])(?=[=+\-@\t\r])")
+# then the quotes around a field protect nothing: `a;=2+5;b` becomes a cell `=2+5`. So a trigger
+# right after either separator is neutralized too (`a;'=2+5;b`), after any quotes there (`a;"=1`
+# is `a;""=1` in the file, and a ";" reader unquotes that to `=1`), and after a line break (a
+# reader that lost the quoting starts a row there).
+_AFTER_SEPARATOR = r'([,;\r\n]"*)(?=[=+\-@\t\r])'
+_AFTER_SEPARATOR_RE = re.compile(_AFTER_SEPARATOR)
+_SEPARATORS = (",", ";", "\r", "\n")
 
 
 def iso_utc(value: dt.datetime) -> str:
@@ -39,21 +44,35 @@ def order_json(order: Order) -> dict[str, Any]:
 
 def neutralize(text: str) -> str:
     """A text cell a spreadsheet shows as text: prefixed with ' when it would start a formula,
-    and with ' after each "," or ";" that a trigger follows (a spreadsheet may split there).
+    and with ' after each separator ("," or ";", quotes after it, a line break) that a trigger
+    follows (a spreadsheet may split there). neutralize_sql() is the same in SQL.
 
     Only text cells are touched. Ids and amounts are numbers the database typed and we format
     (an amount is never negative: the API refuses it; and a number with a leading "-" is a
     number to a spreadsheet, not a formula), statuses come from a fixed list and timestamps
     start with a digit: prefixing those would only corrupt them.
     """
-    if "," in text or ";" in text:
-        text = _AFTER_SEPARATOR.sub(r"\1'", text)
+    if any(separator in text for separator in _SEPARATORS):
+        text = _AFTER_SEPARATOR_RE.sub(r"\1'", text)
     return "'" + text if text.startswith(FORMULA_TRIGGERS) else text
 
 
-def csv_row(values: Sequence[Any], *, raw: bool = False) -> list[Any]:
-    """The values of CSV_COLUMNS, in that order (more may follow), as csv.writer takes them:
-    the customer neutralized (unless raw), the timestamp formatted; the writer turns ids and
-    amounts into text itself."""
+def neutralize_sql(column: ColumnElement[str]) -> ColumnElement[str]:
+    """neutralize() as a PostgreSQL expression (its regular expressions take the same pattern,
+    lookahead included), so that COPY writes the same cells as Python does."""
+    # The replacement only inserts after a separator, so the first character is the column's:
+    # tested on the column, the (costlier) regexp_replace runs once per row.
+    leading = func.left(column, 1).in_([literal(t) for t in FORMULA_TRIGGERS])
+    # Most names hold no separator: a character class test is cheaper than the replacement.
+    has_separator = column.regexp_match(literal("[,;\r\n]"))
+    separated = func.regexp_replace(column, literal(_AFTER_SEPARATOR), literal("\\1'"), literal("g"))
+    return case((leading, literal("'")), else_=literal("")) + case((has_separator, separated), else_=column)
+
+
+def csv_line(values: Sequence[Any], *, raw: bool = False) -> str:
+    """One order as a CSV line from the values of CSV_COLUMNS (more may follow): the customer
+    neutralized (unless raw) and always quoted, as PostgreSQL's COPY ... FORCE_QUOTE (customer)
+    writes it; the other cells never hold a separator, a quote or a line break."""
     order_id, customer, amount, status, created_at = values[: len(CSV_COLUMNS)]
-    return [order_id, customer if raw else neutralize(customer), amount, status, iso_utc(created_at)]
+    name = (customer if raw else neutralize(customer)).replace('"', '""')
+    return f'{order_id},"{name}",{amount},{status},{iso_utc(created_at)}\n'

@@ -27,7 +27,7 @@ from .api import get_order_or_404
 from .db import get_session
 from .errors import ApiError
 from .estimates import estimate, rounded
-from .export import csv_chunks, export_batches
+from .export import csv_chunks, export_chunks
 from .listing import InvalidParameter, ListRequest, parse_int
 from .models import STATUSES, Order
 from .routes import list_read, streaming_read
@@ -257,17 +257,17 @@ def export_csv():  # type: ignore[no-untyped-def]
     # The stream outlives the request (and its teardown), so it owns a session of its own.
     session = current_app.extensions["sessionmaker"]()
     try:
-        batches = export_batches(session, listing, current_app.extensions["cursor_codec"])
+        chunks = export_chunks(session, listing, current_app.extensions["cursor_codec"])
         # Read the first batch now, so a bad cursor or a dead database is an error status,
         # not a broken download.
-        first = next(batches, None)
+        first = next(chunks, None)
     except Exception:
         session.close()
         raise
 
-    def stream() -> Iterator[str]:
+    def stream() -> Iterator[bytes]:
         try:
-            yield from csv_chunks(itertools.chain([first] if first else [], batches), after=listing.after)
+            yield from csv_chunks(itertools.chain([first] if first else [], chunks), after=listing.after)
         finally:
             session.close()
 
@@ -278,6 +278,6 @@ def export_csv():  # type: ignore[no-untyped-def]
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
     # HEAD, or a client gone before the body starts, never runs stream(): the WSGI server's
-    # close() still closes the session (export_batches already ended its transaction).
+    # close() still closes the session (export_chunks already ended its transaction).
     response.call_on_close(session.close)
     return response

@@ -9,8 +9,8 @@ Words, one per concept:
 
 Modules, one job each: `sort` (the Keyset class and the seek SQL), `lineage` (what a term is
 made of: nullability, unique keys), `values` (key values between rows, cursors and engines),
-`cursor` (sealing), `paging` (paginate, iterate, start_at, keyset_select), `asyncio` (the same
-for AsyncSession/AsyncConnection), `results` (Page, Batch), `errors`.
+`cursor` (sealing), `paging` (paginate, iterate, iterate_ranges, start_at, keyset_select), `asyncio` (the same
+for AsyncSession/AsyncConnection), `results` (Page, Batch, Range), `errors`.
 """
 
 from .cursor import AFTER, BEFORE, MAX_CURSOR_LENGTH, CursorCodec, Position, filters_fingerprint
@@ -22,8 +22,8 @@ from .errors import (
     KeysetError,
     PaginationError,
 )
-from .paging import iterate, keyset_select, paginate, start_at
-from .results import Batch, Page
+from .paging import iterate, iterate_ranges, keyset_select, paginate, start_at
+from .results import Batch, Page, Range
 from .sort import Keyset, SeekForm
 
 __version__ = "1.0.0"  # the distribution's version (pagination/pyproject.toml)
@@ -43,10 +43,12 @@ __all__ = [
     "Page",
     "PaginationError",
     "Position",
+    "Range",
     "SeekForm",
     "__version__",
     "filters_fingerprint",
     "iterate",
+    "iterate_ranges",
     "keyset_select",
     "paginate",
     "start_at",

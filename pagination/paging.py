@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column as TableColumn
-from sqlalchemy import Connection, Select
+from sqlalchemy import Connection, Select, func, select
 from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement
@@ -23,7 +23,7 @@ from sqlalchemy.sql.selectable import Join
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 from .errors import InvalidPosition, KeysetError, PaginationError
 from .lineage import key_columns, nullable, optional_tables, statement_keys
-from .results import Batch, Page
+from .results import Batch, Page, Range
 from .sort import Keyset, columns_in
 from .values import misfit, to_cursor
 
@@ -567,22 +567,11 @@ def iterate(
     Each batch carries the `after` cursor that resumes right behind it (when a codec is given),
     so an interrupted export can continue where it stopped; `meta` is sealed into it.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise PaginationError("batch_size must be a positive integer")
+    _check_batch_size(batch_size)
     dialect = _dialect(session, stmt)
     _check_statement(stmt, sort, dialect)
     fingerprint = filters_fingerprint(filters)
-    keyset: Sequence[Any] | None = None
-    inclusive = False
-    if after is not None:
-        if isinstance(after, Position):
-            position = after
-        elif codec is None:
-            raise PaginationError("resuming from a cursor needs the codec that made it")
-        else:
-            position = codec.decode(after)
-        keyset = sort.accept(position, direction=AFTER, filters=fingerprint)
-        inclusive = position.inclusive
+    keyset, inclusive = _resume(sort, after, codec, fingerprint)
     make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
     shape = _shape(stmt, sort, session)
     while True:
@@ -602,6 +591,100 @@ def iterate(
         yield Batch(items=rows.items(), cursor=make(keyset, AFTER) if make is not None else None)
         if len(rows) < batch_size:
             return
+
+
+def _check_batch_size(batch_size: Any) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise PaginationError("batch_size must be a positive integer")
+
+
+def _resume(
+    sort: Keyset, after: str | Position | None, codec: CursorCodec | None, fingerprint: str
+) -> tuple[Sequence[Any] | None, bool]:
+    """The keyset a walk resumes behind (None: from the start), and whether it is inclusive."""
+    if after is None:
+        return None, False
+    if isinstance(after, Position):
+        position = after
+    elif codec is None:
+        raise PaginationError("resuming from a cursor needs the codec that made it")
+    else:
+        position = codec.decode(after)
+    return sort.accept(position, direction=AFTER, filters=fingerprint), position.inclusive
+
+
+def iterate_ranges(
+    session: Any,
+    stmt: Select[Any],
+    sort: Keyset,
+    *,
+    batch_size: int,
+    codec: CursorCodec | None = None,
+    after: str | Position | None = None,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> Iterator[Range]:
+    """Walk all of `stmt` as consecutive ranges of `batch_size` rows that the caller reads
+    itself: ``session.execute(range.statement, range.params)``, or any other way, such as
+    PostgreSQL's ``COPY (SELECT ...) TO STDOUT`` or ``INSERT ... SELECT``. A range's statement
+    selects `stmt`'s columns (nothing appended) for the rows past the previous range up to and
+    including this range's last row, in the sort's order; every range after the first runs the
+    same statement with other parameters (compile it once). Each Range carries the `after`
+    cursor that resumes behind it.
+
+    A range is found by one probe: the last keyset among the next `batch_size` rows, read from
+    the sort's index alone, and how many rows there were (a short range is the last). Rows
+    inserted inside a range between the probe and the read are read with it; a row deleted
+    there is not: each range is one index range between two keysets, like a page.
+    The sort's first term must be NOT NULL (a nullable one is two index ranges: use iterate()).
+    """
+    _check_batch_size(batch_size)
+    if sort.nulls_last is not None:
+        raise KeysetError(f"sort {sort.name!r}: iterate_ranges() needs NOT NULL terms; use iterate()")
+    dialect = _dialect(session, stmt)
+    _check_statement(stmt, sort, dialect)
+    fingerprint = filters_fingerprint(filters)
+    keyset, inclusive = _resume(sort, after, codec, fingerprint)
+    make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
+    keys_only = stmt.with_only_columns(*sort.key_labels(), maintain_column_froms=True)
+    order = sort.part_order_by()
+    upto = sort.seek_to(dialect=dialect.name)
+    # One probe and one range statement per way of starting (from the top, past a row, at a
+    # position): the statements are the same objects for every range, only parameters change.
+    built: dict[tuple[bool, bool], tuple[Select[Any], Select[Any]]] = {}
+
+    def statements(part: _Part) -> tuple[Select[Any], Select[Any]]:
+        key = (part.seek_from is None, part.inclusive)
+        if key not in built:
+            window = _restrict(keys_only, sort, part, backward=False, dialect=dialect.name)
+            rows = window.order_by(None).order_by(*order).limit(batch_size).subquery("_keyset_window")
+            last_first = [
+                rows.c[f"_keyset_{i}"].asc() if t.descending else rows.c[f"_keyset_{i}"].desc()
+                for i, t in enumerate(sort.columns)
+            ]
+            probe = select(*rows.c, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
+            bounded = _restrict(stmt, sort, part, backward=False, dialect=dialect.name)
+            bounded = bounded.having(upto) if sort.aggregated else bounded.where(upto)
+            built[key] = (probe, bounded.order_by(None).order_by(*order))
+        return built[key]
+
+    while True:
+        part = _Part(None, None if keyset is None else 0, len(keyset or ()), inclusive)
+        probe, bounded = statements(part)
+        params = sort.bind(keyset) if keyset is not None else {}
+        found = session.execute(probe, params).first()
+        if found is None:
+            return
+        last = tuple(to_cursor(t.type, v) for t, v in zip(sort.columns, found, strict=False))
+        yield Range(
+            statement=bounded,
+            params={**params, **sort.bind_to(last)},
+            cursor=make(last, AFTER) if make is not None else None,
+            rows=found[-1],
+        )
+        if found[-1] < batch_size:
+            return
+        keyset, inclusive = last, False
 
 
 def start_at(

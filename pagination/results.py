@@ -1,4 +1,4 @@
-"""What a walk returns: a Page (with cursors both ways) or a Batch (with the cursor to resume)."""
+"""What a walk returns: a Page (with cursors both ways), a Batch or a Range (with the cursor to resume)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,15 @@ class Batch:
 
     items: list[Any]
     cursor: str | None
+
+
+@dataclass(frozen=True)
+class Range:
+    """A range of a walk that the caller reads itself (iterate_ranges): the statement of its
+    rows and the parameters to run it with, the `after` cursor that resumes right behind it,
+    and how many rows the probe counted in it (rows inserted into the range since come on top)."""
+
+    statement: Any  # a Select of the walked statement's columns, in the sort's order
+    params: dict[str, Any]
+    cursor: str | None
+    rows: int

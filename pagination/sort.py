@@ -145,6 +145,9 @@ class Keyset:
         self._key_params = tuple(
             bindparam(f"_keyset_key_{i}", type_=t.expr.type) for i, t in enumerate(self.columns)
         )
+        self._to_params = tuple(
+            bindparam(f"_keyset_to_{i}", type_=t.expr.type) for i, t in enumerate(self.columns)
+        )
         self._parts: dict[tuple[Any, ...], Any] = {}  # threads racing only build a part twice
 
     def __repr__(self) -> str:
@@ -246,10 +249,31 @@ class Keyset:
             lambda: self._seek(backward, inclusive, dialect, depth, first),
         )
 
+    def seek_to(self, *, dialect: str = "") -> ColumnElement[bool]:
+        """Rows at or before the keyset bound by `bind_to(keyset)` (all of it: a row's keyset), in
+        this order, under parameter names of its own: it combines with `seek()` past another
+        keyset into one index range, the rows between two keysets (see paging.iterate_ranges)."""
+        return self._cached(
+            ("seek_to", dialect),
+            lambda: self._seek(True, True, dialect, len(self.columns), 0, self._to_params),
+        )
+
+    def bind_to(self, keyset: Sequence[Any]) -> dict[str, Any]:
+        """Execution parameters that put a keyset in the clause of `seek_to`."""
+        if len(keyset) != len(self.columns):
+            raise InvalidCursor(f"a range of sort {self.name!r} ends at a whole keyset")
+        return {p.key: v for p, v in zip(self._to_params, keyset, strict=True)}
+
     def _seek(
-        self, backward: bool, inclusive: bool, dialect: str, depth: int, first: int
+        self,
+        backward: bool,
+        inclusive: bool,
+        dialect: str,
+        depth: int,
+        first: int,
+        bound: tuple[Any, ...] | None = None,
     ) -> ColumnElement[bool]:
-        terms, values = self.columns[first:depth], self._key_params[first:depth]
+        terms, values = self.columns[first:depth], (bound or self._key_params)[first:depth]
 
         def later(
             expr: ColumnElement[Any], descending: bool, value: Any, or_equal: bool

@@ -59,6 +59,21 @@ def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
     return [shape(row[0]) if len(row) == 1 else shape(row) for row in rows]
 
 
+def walk_ranges(executor: Any, ranges: list[Any]) -> list[Any]:
+    """The rows of iterate_ranges()'s ranges, each statement run as the caller would."""
+    rows = []
+    for part in ranges:
+        result = executor.execute(part.statement, part.params)
+        if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
+            result = result.unique()
+        got = result.all()
+        assert len(got) == part.rows, (
+            "a range holds the rows its probe counted (nothing is written meanwhile)"
+        )
+        rows += [shape(row[0]) if len(row) == 1 else shape(row) for row in got]
+    return rows
+
+
 def accepted(cursor: str | None, sort: Keyset, direction: str, codec: CursorCodec = CODEC) -> None:
     if cursor is not None:
         position = codec.decode(cursor)

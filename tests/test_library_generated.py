@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, Integer, String, delete, func, insert, literal, select, union, union_all
 from sqlalchemy.orm import Bundle, DeclarativeBase, Mapped, Session, aliased, column_property, mapped_column
 
-from pagination import Keyset, KeysetError, paginate
+from pagination import Keyset, KeysetError, iterate_ranges, paginate
 
 from .databases import ENGINES
-from .library import CODEC, library_engine, unpaged, walk, walk_back
+from .library import CODEC, library_engine, unpaged, walk, walk_back, walk_ranges
 
 
 class Base(DeclarativeBase):
@@ -213,3 +213,11 @@ def test_generated_statements_page_exactly_like_the_unpaged_query(things, case, 
         assert backward == [] and not first.has_previous
         assert forward == expected
         assert walk_back(ex, stmt, sort, limit) == expected
+        # The same walk as ranges the caller runs itself (a COPY would): the same rows, and each
+        # range's cursor resumes the walk right behind it.
+        if sort.nulls_last is None:
+            ranges = list(iterate_ranges(ex, stmt, sort, batch_size=limit, codec=CODEC))
+            assert walk_ranges(ex, ranges) == expected
+            if ranges:
+                rest = iterate_ranges(ex, stmt, sort, batch_size=limit, codec=CODEC, after=ranges[0].cursor)
+                assert walk_ranges(ex, list(rest)) == expected[ranges[0].rows :]

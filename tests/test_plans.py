@@ -8,19 +8,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
+from orders.export import csv_sql_columns
 from orders.listing import ListRequest
 from orders.seed import seed_orders
-from orders.sorts import KEYSETS
+from orders.sorts import KEYSETS, SORTS
 from pagination import (
     AFTER,
     BEFORE,
     CursorCodec,
     Position,
     filters_fingerprint,
+    iterate_ranges,
     keyset_select,
     paginate,
     start_at,
@@ -191,3 +193,50 @@ def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direc
     plan = CHECKS[big.dialect.name](big, str(compiled), sent_params, False)
     with capsys.disabled():
         print(f"\n  [{big.dialect.name} keyset_select {direction}] {plan}")
+
+
+@pytest.mark.parametrize("sort", ["newest", "customer"])
+def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
+    """The export's COPY of one batch (orders/export.py) and the probe that finds the batch's
+    end, at 90% depth: each reads the sort's index from one keyset to the other, no scan."""
+    if big.dialect.name != "postgresql":
+        pytest.skip("the COPY export is PostgreSQL's; elsewhere the export pages with iterate()")
+    keyset, index = KEYSETS[sort], SORTS[sort].index
+    listing = ListRequest(sort, None, LIMIT, None, None)
+    stmt = listing.statement().with_only_columns(*csv_sql_columns(), maintain_column_froms=True)
+    codec = CursorCodec("plan-test-secret-plan-test-secret")
+    with Session(big) as session:
+        keys = tuple(
+            session.execute(
+                select(*(c.expr for c in keyset.columns)).order_by(*keyset.order_by()).offset(DEPTH).limit(1)
+            ).one()
+        )
+        after = codec.encode(Position(sort, AFTER, filters_fingerprint(None), keys))
+        batch = 2000
+        statements = statements_of(
+            big,
+            lambda: next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after)),
+        )
+        part = next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after))
+        compiled = part.statement.compile(dialect=big.dialect, compile_kwargs={"render_postcompile": True})
+        processors = compiled._bind_processors
+        params = {
+            k: processors[k](v) if k in processors else v
+            for k, v in compiled.construct_params(part.params).items()
+        }
+    assert part.rows == batch and len(statements) == 1
+    for label, (sql, bound) in {"probe": statements[0], "batch": (str(compiled), params)}.items():
+        with big.connect() as conn:
+            (plan,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, bound).one()
+        nodes = list(plan_nodes(plan[0]["Plan"]))
+        kinds = [n.get("Node Type") for n in nodes if "Node Type" in n]
+        assert "Seq Scan" not in kinds, kinds
+        scans = [n for n in nodes if "Scan" in n.get("Node Type", "") and "Index Name" in n]
+        assert scans and all(n["Index Name"] == index for n in scans), scans
+        assert all("Index Cond" in n for n in scans), "the keysets are only a filter"
+        assert sum(n["Actual Rows"] for n in scans) == batch, "the range read more than its rows"
+        with capsys.disabled():
+            print(
+                f"\n  [export {sort} {label}] "
+                + " / ".join(f"{n['Node Type']}: {n['Index Cond']}" for n in scans)
+            )
