@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,14 +150,20 @@ def migrate(engine: Engine, revision: str = "head") -> None:
         command.upgrade(config, revision)
 
 
+def client_bounds(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's own waits from the settings, for every engine the app opens (the primary,
+    each replica, the CLI's): none of them may wait on a hung server without limit."""
+    return {
+        "connect_timeout_s": cfg["DATABASE_CONNECT_TIMEOUT_S"],
+        "read_timeout_ms": cfg["DATABASE_READ_TIMEOUT_MS"],
+        "pool_timeout_s": cfg["DATABASE_POOL_TIMEOUT_S"],
+    }
+
+
 def init_app(app: Flask) -> None:
     cfg = app.config
     engine = make_engine(
-        cfg["DATABASE_URL"],
-        statement_timeout_ms=cfg.get("STATEMENT_TIMEOUT_MS"),
-        connect_timeout_s=cfg["DATABASE_CONNECT_TIMEOUT_S"],
-        read_timeout_ms=cfg["DATABASE_READ_TIMEOUT_MS"],
-        pool_timeout_s=cfg["DATABASE_POOL_TIMEOUT_S"],
+        cfg["DATABASE_URL"], statement_timeout_ms=cfg.get("STATEMENT_TIMEOUT_MS"), **client_bounds(cfg)
     )
     app.extensions["engine"] = engine
     app.extensions["health_engine"] = health_engine(cfg["DATABASE_URL"], cfg["HEALTHZ_TIMEOUT_MS"])

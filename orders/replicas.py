@@ -47,7 +47,7 @@ from sqlalchemy.sql.dml import UpdateBase
 
 from pagination import PaginationError
 
-from .db import get_session, make_engine
+from .db import client_bounds, get_session, make_engine
 from .errors import ApiError
 from .routes import read_kind, unlimited
 
@@ -534,7 +534,10 @@ def init_app(app: Flask) -> None:
         app.extensions["engine"],
         # No pre-ping: a read's first statement (the position) is the ping, and a failure there
         # moves the read to another node (one round trip per page saved).
-        [make_engine(url, statement_timeout_ms=timeout, pre_ping=False) for url in urls],
+        [
+            make_engine(url, statement_timeout_ms=timeout, pre_ping=False, **client_bounds(app.config))
+            for url in urls
+        ],
         max_lag_ms=int(app.config["REPLICA_MAX_LAG_MS"]),
     )
     app.extensions["router"] = router

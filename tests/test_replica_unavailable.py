@@ -5,16 +5,22 @@ ApiError), within the router's short wait, and the same cursor opens once a repl
 Two Patroni nodes of our own (devtools.patroni.databases): the standby's replay is paused (which
 puts Patroni in maintenance mode, so no failover) so that it stays behind the position the cursor
 was read at; then the leader's PostgreSQL is killed.
+
+A replica that hangs instead (SIGSTOP on the standby's PostgreSQL, by its ids) while the app holds
+a pooled connection to it: the client's read timeout ends the read there, the node is marked down
+and the page is read on the primary, within the timeout and a margin; after SIGCONT it serves again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from devtools.patroni import ClusterUnavailable, Databases, databases
+from devtools.throwaway import frozen, postgres_processes
 from orders.replicas import HEADER, PRIMARY_DOWN_WAIT_SECONDS
 
 from .databases import unavailable
@@ -64,5 +70,53 @@ def test_a_cursor_no_replica_reached_is_503_while_the_primary_is_down(dbs: Datab
         assert len(again.get_json()["items"]) == 10
     finally:
         standby.resume_replay()
+        app.extensions["router"].dispose()
+        app.extensions["engine"].dispose()
+
+
+READ_TIMEOUT_MS = 3000
+SAFETY = 60  # far beyond the read timeout and a connect timeout: only a wait without limit crosses it
+
+
+def test_a_frozen_replica_ends_the_read_within_the_read_timeout(dbs: Databases) -> None:
+    dbs.wait_for_leader(timeout=90)  # the test before killed a leader: one leads again, and
+    deadline = time.monotonic() + 90  # the other node streams from it
+    while not all(node.running() for node in dbs.standbys):
+        assert time.monotonic() < deadline, "no standby came back"
+        time.sleep(0.5)
+    app = make_app(
+        dbs.primary_url,
+        DATABASE_REPLICA_URLS=dbs.replica_urls,
+        REPLICA_MAX_LAG_MS=600_000,
+        STATEMENT_TIMEOUT_MS=1000,
+        DATABASE_READ_TIMEOUT_MS=READ_TIMEOUT_MS,
+    )
+    client = app.test_client()
+    seed(app.extensions["engine"], 50)
+    dbs.wait_for_standbys()
+    standby = next(node for node in dbs.standbys)
+    name = dbs.router_name(standby)
+    try:
+        deadline = time.monotonic() + 30
+        while name not in client.get("/api/orders?limit=10").headers.get("Server-Timing", ""):
+            assert time.monotonic() < deadline, "no read went to the standby"
+        with frozen(postgres_processes(standby)):  # type: ignore[arg-type]
+            started = time.monotonic()
+            # In a thread, so that a read without a bound fails here (SAFETY) instead of hanging:
+            # leaving the block thaws the standby, which lets it finish.
+            answers = ThreadPoolExecutor(1).submit(client.get, "/api/orders?limit=10")
+            answer = answers.result(timeout=SAFETY)
+            waited = time.monotonic() - started
+            print(
+                f"\nfrozen replica: {answer.status_code} in {waited:.1f} s, {answer.headers.get('Server-Timing')}"
+            )
+            assert answer.status_code == 200, answer.get_data(as_text=True)
+            assert name not in answer.headers["Server-Timing"], "read on the frozen node"
+            assert waited < READ_TIMEOUT_MS / 1000 + 10, waited
+        deadline = time.monotonic() + 60
+        while name not in client.get("/api/orders?limit=10").headers.get("Server-Timing", ""):
+            assert time.monotonic() < deadline, "the standby never served again after SIGCONT"
+            time.sleep(0.5)
+    finally:
         app.extensions["router"].dispose()
         app.extensions["engine"].dispose()
