@@ -253,6 +253,7 @@ def wheel_scroll(browser: Any, url: str, rate: int, rows: int) -> dict[str, Any]
     swaps = max(got["swaps"], 1)
     return {
         "rate": rate,
+        "rows": rows,
         "steps": steps,
         "seconds": seconds,
         "rows_seen": got["seen"],
@@ -410,8 +411,9 @@ def wheel_report(results: list[dict[str, Any]]) -> str:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f}"
 
+    rows = f"{results[0]['rows']:,}" if results and "rows" in results[0] else "3,000"
     lines = [
-        "| wheel scroll, 1280x800, 120 px / 16 ms, 3,000 rows down and back up | CPU | longest task "
+        f"| wheel scroll, 1280x800, 120 px / 16 ms, {rows} rows down and back up | CPU | longest task "
         "| tasks >= 50 ms (> 100 ms) | frame gap p50 / p95 / p99 | layout + style per swap (swaps) | goal |",
         "|---|---|---|---|---|---|---|",
     ]

@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import browser_level
 from . import formatting as fmt
 from .common import LIMIT
 from .export_level import marginal_rate
-from .plot import plot
+from .plot import plot, plot_wheel
 from .targets import evaluate
 
 
@@ -355,6 +356,19 @@ def _export_md(results: dict[str, Any]) -> str:
     )
 
 
+def _browser_md(results: dict[str, Any]) -> str:
+    parts = []
+    if results.get("browser"):
+        parts.append(browser_level.report(results["browser"]))
+    if results.get("wheel"):
+        parts.append(
+            browser_level.wheel_report(results["wheel"])
+            + " (bench/browser_level.py; the plot: wheel.png). Frame timings suffer from any other work "
+            f"on the machine: load average {results['machine'].get('loadavg_end', [0.0])[0]:.2f} at the end."
+        )
+    return "\n\n".join(parts) or "Not measured (`--no-browser`, or Chromium missing)."
+
+
 NOTES = """\
 - Database-level targets use the server-side median where the engine measures it (PostgreSQL
   `Execution Time` with TIMING OFF, MariaDB `r_total_time_ms`); both exclude planning, which the
@@ -396,6 +410,7 @@ def markdown(results: dict[str, Any], *, details: bool = True) -> str:
         "## Python level\n\n" + _py_md(results),
         "## HTTP level\n\n" + _http_md(results),
         "## Export\n\n" + _export_md(results),
+        "## Browser level\n\n" + _browser_md(results),
     ]
     if details:
         sections.insert(6, _sql_md(results))
@@ -416,4 +431,6 @@ def write(results: dict[str, Any], out_dir: Path, suffix: str = "") -> str:
     (out_dir / f"report{suffix}.md").write_text(markdown(results))
     if results["db_level"] or results["py_level"]:
         plot(results, out_dir / f"latency{suffix}.png")
+    if results.get("wheel"):
+        plot_wheel(results["wheel"], out_dir / f"wheel{suffix}.png")
     return markdown(results, details=False)

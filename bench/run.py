@@ -35,7 +35,7 @@ import psutil
 
 from pagination import CursorCodec
 
-from . import databases, db_level, export_level, http_level, py_level, readme, report
+from . import browser_level, databases, db_level, export_level, http_level, py_level, readme, report
 from .common import SECRET, Target, log
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -62,6 +62,8 @@ class Plan:
     http_connections: int
     http_quiet_wait_s: float  # how long to wait for other work on the machine to stop first
     profile_requests: int
+    browser_rows: int  # the browser level's seeded SQLite app
+    wheel_rows: int  # rows the wheel scroll goes down through (and back up)
 
 
 FULL = Plan(
@@ -80,6 +82,8 @@ FULL = Plan(
     http_connections=4,
     http_quiet_wait_s=120.0,
     profile_requests=500,
+    browser_rows=8000,
+    wheel_rows=3000,
 )
 # A tenth of the rows and depths, a few rounds, short loads: about a minute in all.
 QUICK = Plan(
@@ -98,6 +102,8 @@ QUICK = Plan(
     http_connections=4,
     http_quiet_wait_s=10.0,
     profile_requests=100,
+    browser_rows=6000,  # the level scrolls through 5,000 rows
+    wheel_rows=600,
 )
 
 
@@ -160,9 +166,10 @@ def _raise_on_sigterm(_signum: int, _frame: Any) -> None:
 class Run:
     """The state of one benchmark run: plan, results, and crash bookkeeping per phase."""
 
-    def __init__(self, plan: Plan, engines: list[str]):
+    def __init__(self, plan: Plan, engines: list[str], skip_browser: bool = False):
         self.plan = plan
         self.engines = engines
+        self.skip_browser = skip_browser
         self.codec = CursorCodec(SECRET)
         self.tmp_dir = Path(tempfile.mkdtemp(prefix="bench-"))
         self.results: dict[str, Any] = {
@@ -286,6 +293,19 @@ class Run:
                 if row:
                     self.results["export"].append({**row, "kind": target.kind})
             log("== dropping databases")
+        # Last, alone: Chromium's frame timings suffer most from other work on the two cores.
+        if not self.skip_browser:
+            self.results["browser"] = self.phase(
+                "browser level", lambda: browser_level.measure(plan.browser_rows)
+            )
+            self.results["wheel"] = self.phase(
+                "browser wheel scroll",
+                lambda: browser_level.measure_wheel(
+                    plan.browser_rows,
+                    plan.wheel_rows,
+                    browser_level.default_before() if plan.mode == "full" else None,
+                ),
+            )
 
     def finish(self, started: float) -> None:
         shutil.rmtree(self.tmp_dir, ignore_errors=True)
@@ -304,6 +324,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=None, help="directory for the results (default: bench/results, quick/)"
     )
+    parser.add_argument("--no-browser", action="store_true", help="leave out the browser level (Chromium)")
     args = parser.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
@@ -317,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     started = time.perf_counter()
-    run = Run(plan, args.engines)
+    run = Run(plan, args.engines, skip_browser=args.no_browser)
     out_dir = args.output or (QUICK_DIR if args.quick else RESULTS_DIR)
     log(f"bench: {plan.mode} run on {', '.join(args.engines)}; results to {out_dir}")
     try:

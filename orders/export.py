@@ -115,6 +115,21 @@ def _copy_chunks(
         yield Chunk(data, part.rows, part.cursor)
 
 
+def compile_for_copy(statement: Any, dialect: Any) -> Any:
+    """`statement` compiled as PostgreSQL SQL that COPY can take (IN lists rendered out)."""
+    return statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+
+
+def copy_params(compiled: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of `compiled` with `params`, after the column types' own conversions (what
+    SQLAlchemy applies before every execute). COPY takes no server-side parameters: psycopg
+    binds these on the client."""
+    processors = compiled._bind_processors
+    return {
+        k: processors[k](v) if k in processors else v for k, v in compiled.construct_params(params).items()
+    }
+
+
 class _Copies:
     """COPY (statement) TO STDOUT, each statement compiled once: iterate_ranges() runs the same
     statement object for every range with other parameters (compiling it took 4 ms a batch)."""
@@ -128,19 +143,11 @@ class _Copies:
         whole: the batch's transaction ends before a slow client reads it."""
         connection = session.connection()
         if id(statement) not in self._compiled:
-            compiled = statement.compile(
-                dialect=connection.dialect, compile_kwargs={"render_postcompile": True}
-            )
+            compiled = compile_for_copy(statement, connection.dialect)
             sql = f"COPY ({compiled}) TO STDOUT (FORMAT csv, FORCE_QUOTE (customer))"
             self._compiled[id(statement)] = (statement, compiled, sql)
         _, compiled, sql = self._compiled[id(statement)]
-        # COPY takes no server-side parameters: psycopg binds them on the client, after the
-        # column types' own conversions (what SQLAlchemy applies before every execute).
-        processors = compiled._bind_processors
-        bound = {
-            k: processors[k](v) if k in processors else v
-            for k, v in compiled.construct_params(params).items()
-        }
+        bound = copy_params(compiled, params)
         dbapi_connection: Any = connection.connection.dbapi_connection
         data = bytearray()
         try:

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from orders.db import make_engine, migrate
-from orders.export import csv_sql_columns
+from orders.export import compile_for_copy, copy_params, csv_sql_columns
 from orders.listing import ListRequest
 from orders.seed import seed_orders
 from orders.sorts import KEYSETS, SORTS
@@ -28,7 +28,7 @@ from pagination import (
     start_at,
 )
 
-from .databases import ENGINES, throwaway_database
+from .databases import ENGINES, POSTGRESQL, throwaway_database
 from .helpers import plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
@@ -195,12 +195,11 @@ def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direc
         print(f"\n  [{big.dialect.name} keyset_select {direction}] {plan}")
 
 
+@pytest.mark.parametrize("big", POSTGRESQL, indirect=True)  # the COPY export is PostgreSQL's
 @pytest.mark.parametrize("sort", ["newest", "customer"])
 def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
     """The export's COPY of one batch (orders/export.py) and the probe that finds the batch's
     end, at 90% depth: each reads the sort's index from one keyset to the other, no scan."""
-    if big.dialect.name != "postgresql":
-        pytest.skip("the COPY export is PostgreSQL's; elsewhere the export pages with iterate()")
     keyset, index = KEYSETS[sort], SORTS[sort].index
     listing = ListRequest(sort, None, LIMIT, None, None)
     stmt = listing.statement().with_only_columns(*csv_sql_columns(), maintain_column_froms=True)
@@ -218,12 +217,8 @@ def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
             lambda: next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after)),
         )
         part = next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after))
-        compiled = part.statement.compile(dialect=big.dialect, compile_kwargs={"render_postcompile": True})
-        processors = compiled._bind_processors
-        params = {
-            k: processors[k](v) if k in processors else v
-            for k, v in compiled.construct_params(part.params).items()
-        }
+        compiled = compile_for_copy(part.statement, big.dialect)
+        params = copy_params(compiled, part.params)
     assert part.rows == batch and len(statements) == 1
     for label, (sql, bound) in {"probe": statements[0], "batch": (str(compiled), params)}.items():
         with big.connect() as conn:
