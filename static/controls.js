@@ -106,6 +106,9 @@ function goEnd(which) {
       var rows = document.querySelectorAll(list.rows);
       var last = rows[rows.length - 1];
       if (last) list.land(last.dataset.id);  // as far up as the document allows: the end in view
+      // Focus on the end of the list: the next Tab is the footer, not every row above it again.
+      var end = document.getElementById("end-of-list");
+      if (end) end.focus({ preventScroll: true });
       announce("The last orders of the list.");
     }
     mark(null);

@@ -168,6 +168,34 @@ def test_footer_is_reachable_by_wheel_end_key_and_tab(live, page: Page):
     expect(footer).to_be_in_viewport()
 
 
+def test_keyboard_alone_reaches_the_end_and_the_footer_on_a_phone(live, browser):
+    """A phone (390x844) with a keyboard and no pointer: Tab reaches the find bar's End link,
+    Enter opens the end of the list with focus on its end, and the next Tab is the footer's link
+    (it took 94 presses through every loaded row when focus stayed on End)."""
+    seed(engine_of(live), 1000)
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+
+    def tab_until(condition: str, limit: int) -> int:
+        for presses in range(1, limit + 1):
+            page.keyboard.press("Tab")
+            if page.evaluate(f"() => {{ const e = document.activeElement; return !!e && ({condition}); }}"):
+                return presses
+        raise AssertionError(f"{limit} presses of Tab never reached {condition}")
+
+    to_end = tab_until("e.matches('a') && e.textContent.trim() === 'End'", 40)
+    expect(page.locator(":focus")).to_be_in_viewport()  # the focused control is on screen
+    page.keyboard.press("Enter")
+    expect(page.locator("#end-of-list")).to_be_in_viewport()
+    expect(page.locator("#end-of-list")).to_be_focused()  # so the footer is the next stop
+    to_footer = tab_until("!!e.closest('footer')", 2)
+    expect(page.locator(":focus")).to_be_in_viewport()
+    print(f"\nphone, keyboard only: {to_end} Tabs to End, then {to_footer} to the footer")
+    context.close()
+
+
 def test_back_button_returns_to_the_same_place_without_duplicates(live, page: Page):
     seed(engine_of(live), 400)
     page.goto(live.url + "/orders")
