@@ -57,16 +57,29 @@ def neutralize(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_TRIGGERS) else text
 
 
-def neutralize_sql(column: ColumnElement[str]) -> ColumnElement[str]:
-    """neutralize() as a PostgreSQL expression (its regular expressions take the same pattern,
-    lookahead included), so that COPY writes the same cells as Python does."""
+def neutralize_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
+    """neutralize() as a PostgreSQL or MariaDB expression (both regular expression engines take
+    the same pattern, lookahead included), so that the server writes the cells Python would."""
+    first: ColumnElement[str] = func.left(column, 1)
+    if dialect != "postgresql":
+        # MariaDB compares by the column's collation, where a full-width "＝" may equal "=":
+        # compared by code point, as Python does.
+        first = first.collate("utf8mb4_bin")
     # The replacement only inserts after a separator, so the first character is the column's:
     # tested on the column, the (costlier) regexp_replace runs once per row.
-    leading = func.left(column, 1).in_([literal(t) for t in FORMULA_TRIGGERS])
+    leading = first.in_([literal(t) for t in FORMULA_TRIGGERS])
     # Most names hold no separator: a character class test is cheaper than the replacement.
     has_separator = column.regexp_match(literal("[,;\r\n]"))
-    separated = func.regexp_replace(column, literal(_AFTER_SEPARATOR), literal("\\1'"), literal("g"))
+    every = [literal("g")] if dialect == "postgresql" else []  # MariaDB's replaces every match
+    separated = func.regexp_replace(column, literal(_AFTER_SEPARATOR), literal("\\1'"), *every)
     return case((leading, literal("'")), else_=literal("")) + case((has_separator, separated), else_=column)
+
+
+def iso_utc_sql(column: ColumnElement[Any], dialect: str) -> ColumnElement[str]:
+    """iso_utc() as a PostgreSQL or MariaDB expression (MariaDB keeps the UTC time naive)."""
+    if dialect == "postgresql":
+        return func.to_char(func.timezone("UTC", column), literal('YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+    return func.date_format(column, literal("%Y-%m-%dT%H:%i:%s.%fZ"))
 
 
 def csv_line(values: Sequence[Any], *, raw: bool = False) -> str:

@@ -27,7 +27,7 @@ from orders.listing import ListRequest
 from orders.models import Order
 from orders.serialize import FORMULA_TRIGGERS, neutralize
 
-from .databases import POSTGRESQL, throwaway_database
+from .databases import SERVERS, throwaway_database
 from .fixtures import make_app
 from .helpers import BASE, add_orders
 
@@ -151,7 +151,7 @@ def test_resumed_export_with_formula_cells_is_byte_identical(app: Flask, tmp_pat
 
 # Names made of the pieces that matter (separators, quotes, line breaks, every trigger) next to
 # each other, mixed with any other text a column holds (PostgreSQL text cannot hold NUL).
-PIECES = [",", ";", "\r", "\n", '"', "'", " ", "a", *FORMULA_TRIGGERS]
+PIECES = [",", ";", "\r", "\n", '"', "'", " ", "a", "＝", "＋", *FORMULA_TRIGGERS]  # full-width look-alikes too
 NAME_TEXT = st.lists(
     st.sampled_from(PIECES)
     | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3),
@@ -159,8 +159,8 @@ NAME_TEXT = st.lists(
 ).map("".join)
 
 
-@pytest.fixture(scope="module", params=POSTGRESQL)
-def pg_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
+@pytest.fixture(scope="module", params=SERVERS)
+def server_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
     with throwaway_database(request.param, tmp_path_factory.mktemp("csvgen"), "csvgen") as url:
         engine = make_engine(url)
         migrate(engine)
@@ -177,11 +177,14 @@ def reread(data: bytes, separator: str) -> list[list[str]]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(customers=['a;"=1', "b\n@x", "=c,d"], raw=False, batch=2)
 @given(customers=st.lists(NAME_TEXT, min_size=1, max_size=12), raw=st.booleans(), batch=st.integers(1, 5))
-def test_copy_export_writes_what_the_python_writer_writes(pg_app: Flask, customers, raw, batch) -> None:  # type: ignore[no-untyped-def]
-    """On PostgreSQL the export is COPY with the formula neutralizing in SQL; SQLite and MariaDB
-    format rows in Python. Both must give the same bytes for any name, and read back (with ","
-    as written, or ";" as a European spreadsheet splits) no cell may start a formula."""
-    engine = pg_app.extensions["engine"]
+def test_server_formatted_export_writes_what_the_python_writer_writes(
+    server_app: Flask, customers, raw, batch
+) -> None:  # type: ignore[no-untyped-def]
+    """On PostgreSQL the export is COPY, on MariaDB a SELECT of lines, both with the formula
+    neutralizing in SQL; SQLite formats rows in Python. All must give the same bytes for any
+    name, and read back (with "," as written, or ";" as a European spreadsheet splits) no cell
+    may start a formula."""
+    engine = server_app.extensions["engine"]
     with engine.begin() as conn:
         conn.execute(delete(Order.__table__))
     add_orders(
@@ -192,16 +195,16 @@ def test_copy_export_writes_what_the_python_writer_writes(pg_app: Flask, custome
         ],
     )
     listing_args = MultiDict({"sort": "newest"})
-    codec = pg_app.extensions["cursor_codec"]
-    with pg_app.app_context(), Session(engine) as session:
+    codec = server_app.extensions["cursor_codec"]
+    with server_app.app_context(), Session(engine) as session:
         listing = ListRequest.from_args(listing_args, default_limit=20)
-        copied = b"".join(c.data for c in export_chunks(session, listing, codec, batch_size=batch, raw=raw))
+        served = b"".join(c.data for c in export_chunks(session, listing, codec, batch_size=batch, raw=raw))
         written = "".join(
             csv_text(b, raw=raw) for b in export_batches(session, listing, codec, batch_size=batch)
         )
-    assert copied == written.encode()
-    assert [row[1] for row in reread(copied, ",")] == [c if raw else neutralize(c) for c in customers]
+    assert served == written.encode()
+    assert [row[1] for row in reread(served, ",")] == [c if raw else neutralize(c) for c in customers]
     if not raw:
         for separator in ",;":
-            cells = [cell for row in reread(copied, separator) for cell in row]
+            cells = [cell for row in reread(served, separator) for cell in row]
             assert not [cell for cell in cells if cell.startswith(FORMULA_TRIGGERS)], separator
