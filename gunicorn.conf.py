@@ -15,7 +15,9 @@ production gunicorn runs behind the front in deploy/haproxy.cfg (docs/operations
 waits for a slow client's headers or body, so a few slowloris connections would hold them all.
 """
 
+import logging
 import multiprocessing
+from typing import Any
 
 from orders.settings import default_workers, load_or_exit
 
@@ -42,3 +44,10 @@ keepalive = 5
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+
+def post_worker_init(_worker: Any) -> None:
+    """An export cut off by the database: the app's one line with the cursor, not a traceback."""
+    from orders.export import QuietInterruptedExports
+
+    logging.getLogger("gunicorn.error").addFilter(QuietInterruptedExports())

@@ -237,6 +237,15 @@ class ExportInterrupted(RuntimeError):
     """A download stopped mid-way (the database went away): the WSGI server aborts the stream."""
 
 
+class QuietInterruptedExports(logging.Filter):
+    """For gunicorn's error log (gunicorn.conf.py): an interrupted export is already logged in
+    one line with its resume cursor (csv_chunks); gunicorn's "Error handling request" and its
+    traceback for the aborted stream say nothing more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], ExportInterrupted))
+
+
 def csv_chunks(chunks: Iterable[Chunk], *, header: bool = True, after: str | None = None) -> Iterator[bytes]:
     """The CSV bytes of `chunks`. If reading a batch fails part-way (the first one is read
     before the response starts, so its failure is a 503), the last line is INTERRUPTED with the

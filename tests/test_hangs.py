@@ -31,17 +31,19 @@ import pytest
 import redis
 import requests
 from flask import Flask
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from devtools.gunicorn import gunicorn
 from devtools.pgserver import Server, ServerUnavailable, debian_bindir
 from devtools.throwaway import frozen, postgres_processes, redis_server
 from orders.db import make_engine, migrate
 from orders.export import INTERRUPTED
-from orders.models import STATUSES
+from orders.models import STATUSES, Order
 from orders.seed import seed_orders
 
 from .databases import unavailable
-from .fixtures import make_app, migrated
+from .fixtures import SECRET, make_app, migrated
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
@@ -208,18 +210,7 @@ def test_an_export_cut_by_an_outage_is_visibly_broken_and_resumes(cluster: Serve
     app = make_app(cluster.url, RATELIMIT_READS="1000 per minute")
     with LiveServer(app) as server:
         whole = requests.get(f"{server.url}/orders/export.csv", timeout=SAFETY).content
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        sock.settimeout(SAFETY)
-        sock.connect(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-        sock.sendall(b"GET /orders/export.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        first = sock.recv(65536)
-        cluster.stop()  # mid-download: the next batch finds no database
-        try:
-            body, complete = read_chunked_after(sock, first)
-        finally:
-            sock.close()
-            cluster.start()
+        body, complete = download_through_an_outage(server.url, cluster)
         assert not complete, "an interrupted download ended like a complete one"
         lines = body.decode().splitlines(keepends=True)
         marker = lines[-1]
@@ -232,6 +223,45 @@ def test_an_export_cut_by_an_outage_is_visibly_broken_and_resumes(cluster: Serve
         _, _, remainder = rest.content.partition(b"\n")
         assert "".join(lines[:-1]).encode() + remainder == whole, "resumed export is not the rest"
     app.extensions["engine"].dispose()
+
+
+def download_through_an_outage(base_url: str, cluster: Server) -> tuple[bytes, bool]:
+    """GET /orders/export.csv, stopping the database once the first bytes arrived; (the body,
+    whether it had its terminating chunk). The database is started again before returning."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.settimeout(SAFETY)
+    sock.connect(("127.0.0.1", int(base_url.rsplit(":", 1)[1])))
+    sock.sendall(b"GET /orders/export.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    first = sock.recv(65536)
+    cluster.stop()  # mid-download: the next batch finds no database
+    try:
+        return read_chunked_after(sock, first)
+    finally:
+        sock.close()
+        cluster.start()
+
+
+def test_gunicorn_logs_an_interrupted_export_in_one_line(cluster: Server, tmp_path: Any) -> None:
+    """Under the production recipe (gunicorn.conf.py) the log says what happened and where to
+    resume, in the app's one line, without gunicorn's traceback of the aborted stream."""
+    engine = make_engine(cluster.url)
+    with Session(engine) as session:
+        if session.scalar(select(func.count()).select_from(Order)) < EXPORT_ROWS:
+            seed_orders(session, EXPORT_ROWS)
+    engine.dispose()
+    log_path = tmp_path / "gunicorn.log"
+    env = {
+        "SECRET_KEY": SECRET,
+        "RATELIMIT_READS": "1000 per minute",
+        **{k: str(v) for k, v in BOUNDS.items()},
+    }
+    with gunicorn(cluster.url, log_path=log_path, workers=1, threads=2, env=env) as (base, _):
+        _, complete = download_through_an_outage(base, cluster)
+        assert not complete
+    log = log_path.read_text()
+    assert "export interrupted, resume after=" in log, log[-3000:]
+    assert "Traceback" not in log and "Error handling request" not in log, log[-3000:]
 
 
 def read_chunked_after(sock: socket.socket, first: bytes) -> tuple[bytes, bool]:

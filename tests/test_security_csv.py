@@ -151,7 +151,19 @@ def test_resumed_export_with_formula_cells_is_byte_identical(app: Flask, tmp_pat
 
 # Names made of the pieces that matter (separators, quotes, line breaks, every trigger) next to
 # each other, mixed with any other text a column holds (PostgreSQL text cannot hold NUL).
-PIECES = [",", ";", "\r", "\n", '"', "'", " ", "a", "＝", "＋", *FORMULA_TRIGGERS]  # full-width look-alikes too
+PIECES = [
+    ",",
+    ";",
+    "\r",
+    "\n",
+    '"',
+    "'",
+    " ",
+    "a",
+    "＝",
+    "＋",
+    *FORMULA_TRIGGERS,
+]  # full-width look-alikes too
 NAME_TEXT = st.lists(
     st.sampled_from(PIECES)
     | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3),
