@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import formatting as fmt
+from .browser_level import wheel_goal
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "performance.md"  # where the numbers live (the README links to it)
@@ -168,6 +169,36 @@ def _targets(results: dict[str, Any]) -> str:
     return text + "; missed, plainly: " + "; ".join(f"{t['target']}: {t['measured']}" for t in missed) + "."
 
 
+def _browser(results: dict[str, Any]) -> str:
+    """The wheel scroll of today's front end at its default window, 1x and 4x (the whole table,
+    with the other windows and the front end before, is in report.md)."""
+    runs = [r for r in results.get("wheel") or [] if r["front_end"].startswith("now")]
+    if not runs:
+        return ""
+    window = runs[0]["front_end"]
+
+    def tasks(r: dict[str, Any]) -> str:
+        if not r["tasks_50ms"]:
+            return "no task of 50 ms or more"
+        return (
+            f"longest task {r['longest_task_ms']:.0f} ms, {r['tasks_50ms']} of 50 ms or more "
+            f"({r['tasks_over_100ms']} over 100 ms)"
+        )
+
+    parts = [
+        f"{r['rate']}x: {tasks(r)}, frame gap p95 {r['frame_gap_p95_ms']:.1f} ms "
+        f"({'goal met' if wheel_goal(r) else 'goal missed'})"
+        for r in runs
+        if r["front_end"] == window
+    ]
+    load = results["machine"].get("loadavg_end", [0.0])[0]
+    rows = runs[0].get("rows", 3000)
+    return (
+        f"- Wheel scroll in Chromium (1280x800, 120 px every 16 ms through {rows:,} rows and back, "
+        f"{window}; load average {load:.2f} at the end): " + "; ".join(parts) + "."
+    )
+
+
 def summary(results: dict[str, Any]) -> str:
     """The generated part of the README's Performance section."""
     code = results.get("code", {})
@@ -183,6 +214,7 @@ def summary(results: dict[str, Any]) -> str:
         _python(results),
         _http(results),
         _export(results),
+        _browser(results),
         _seeding(results),
         _targets(results),
     ]
