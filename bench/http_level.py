@@ -1,19 +1,28 @@
 """HTTP level: the app under gunicorn, loaded with wrk, and an in-process profile of the fragment.
 
-One gunicorn (2 sync workers, like a small production box) serves the 300k-row PostgreSQL
-database. In the same run, each endpoint gets a warm-up and then a fixed-duration load, in
-several short passes over all the endpoints:
+One gunicorn (2 workers of gunicorn.conf.py's gthread class, one thread each: a small
+production box) serves the 300k-row PostgreSQL database. In the same run, each endpoint gets a
+warm-up and then a fixed-duration load, in several short passes over all the endpoints:
 
 - the rows fragment at depth 0 (``GET /orders`` with ``HX-Request: true``, no cursor);
 - the rows fragment deep in the list (``GET /orders?after=<cursor>&page=2``), cursor built with
   the app's codec exactly as the "next" link of the previous page would carry it;
-- ``/healthz`` (Flask + one ``SELECT 1``: the floor of a request that touches the database);
+- ``/healthz`` (Flask + a fresh connection of its own engine and its checks: no pool);
 - ``/static/app.css`` (Flask's static file view, no database);
 - ``/bench/trivial`` (a route that returns "ok", added by ``bench.floor_app``: the same app, hooks and
   gunicorn doing no work; the honest floor of any route of this app).
 
 wrk (Debian package) reports p50/p95/p99 through a small Lua ``done()`` hook; without wrk a
 threaded Python client stands in (and says so in the results, since it competes for the CPU).
+Every request asks for ``Connection: close``: gunicorn.conf.py's gthread workers keep a
+connection alive, and wrk's few connections, opened in one burst, were often all accepted by one
+worker for a whole pass (the trivial route measured 699-1,331 req/s in passes of one run with
+keep-alive, 873-1,168 without), so a pass measured one worker or two by chance.
+
+The fragments' share of the trivial route is taken per round (a fragment's pass over the
+trivial route's pass of the same round, the median over the rounds): both met the same
+machine, which a best-of-all-passes on each side does not promise.
+
 The profile runs the deep fragment through Flask's test client under pyinstrument and sorts
 the self time into areas (driver and database wait, SQLAlchemy, Jinja2, cursor signing, ...).
 """
@@ -43,6 +52,9 @@ from .common import SECRET, Target, cursor_for, keys_before, log
 from .floor_app import TRIVIAL_PATH
 
 HX = {"HX-Request": "true"}
+# Each request on a connection of its own: the free worker takes it (see the module docstring).
+CLOSE = {"Connection": "close"}
+TRIVIAL = "trivial Flask route"
 WRK_SCRIPT = """
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -156,7 +168,7 @@ def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]],
         },
         {"name": "/healthz", "path": "/healthz", "headers": {}, "depth": None},
         {"name": "/static/app.css", "path": "/static/app.css", "headers": {}, "depth": None},
-        {"name": "trivial Flask route", "path": TRIVIAL_PATH, "headers": {}, "depth": None},
+        {"name": TRIVIAL, "path": TRIVIAL_PATH, "headers": {}, "depth": None},
     ]
     return points, {"depth": depth, "expected_first_id": expected_first_id}
 
@@ -186,8 +198,8 @@ def measure(
 
     def load(url: str, duration: float, headers: dict[str, str]) -> dict[str, Any]:
         if tool == "wrk":
-            return _wrk(url, duration, headers, connections, script)
-        return _python_load(url, duration, headers, connections)
+            return _wrk(url, duration, {**headers, **CLOSE}, connections, script)
+        return _python_load(url, duration, headers, connections)  # a new connection each already
 
     server = gunicorn(
         target.url,
@@ -216,13 +228,18 @@ def measure(
     busy_after = psutil.cpu_percent(interval=1.0)
     if max(busy_before, busy_after) > 15:
         log(f"  WARNING: the machine was busy with other work ({busy_before:.0f}% / {busy_after:.0f}% CPU)")
+    trivial = next(p for p in points if p["name"] == TRIVIAL)
     for point in points:
         point.update(_combine(point["passes"]))
+        point.update(share_of(point, trivial))
         point["headers"] = dict(point["headers"])
         point["path"] = point["path"] if len(point["path"]) < 60 else point["path"][:60] + "..."
         log(
             f"  http {point['name']:>22}: {point['rps']:8.1f} req/s  p50 {point['p50_ms']:7.2f} ms  "
-            f"p95 {point['p95_ms']:7.2f} ms  errors {point['errors'] + point['non_2xx_3xx']}"
+            f"p95 {point['p95_ms']:7.2f} ms  errors {point['errors'] + point['non_2xx_3xx']}  "
+            f"{point['share_of_trivial']:6.1%} of the trivial route (per round: "
+            + " ".join(f"{r:.0%}" for r in point["share_of_trivial_rounds"])
+            + ")"
         )
     return {
         "database": target.label,
@@ -253,6 +270,13 @@ def _wait_for_quiet(
             log(f"  waiting for the machine to go quiet ({busy:.0f}% CPU busy)")
         busy = psutil.cpu_percent(interval=interval)
     return busy
+
+
+def share_of(point: dict[str, Any], trivial: dict[str, Any]) -> dict[str, Any]:
+    """The point's req/s over the trivial route's, per round (passes of one round ran back to
+    back), and their median: the share the targets and the report quote."""
+    rounds = [p["rps"] / t["rps"] for p, t in zip(point["passes"], trivial["passes"], strict=True)]
+    return {"share_of_trivial": statistics.median(rounds), "share_of_trivial_rounds": rounds}
 
 
 def _combine(passes: list[dict[str, Any]]) -> dict[str, Any]:

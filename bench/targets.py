@@ -147,23 +147,19 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"{fmt.x(ratio)}: p50 {fmt.ms(deep['p50_ms'])} vs {fmt.ms(frag0['p50_ms'])} ms "
             f"(p95 {fmt.ms(deep['p95_ms'])} vs {fmt.ms(frag0['p95_ms'])})",
         )
-        floor = max(points[2:], key=lambda p: p["rps"])
-        other = min(points[2:], key=lambda p: p["rps"])
-        for point in (frag0, deep):
-            share = point["rps"] / floor["rps"]
-            add(
-                f"HTTP: {point['name']} ≥ 25% of the trivial route's req/s",
-                share >= 0.25,
-                f"{share:.0%} of {floor['name']} ({point['rps']:,.0f} vs {floor['rps']:,.0f} req/s); "
-                f"{point['rps'] / other['rps']:.0%} of {other['name']}",
-            )
         trivial = next((p for p in points if p["name"] == "trivial Flask route"), None)
-        if trivial:
-            share = deep["rps"] / trivial["rps"]
+        # The floor is the trivial route itself (it was the fastest non-list route, which could
+        # be the static file in a run, while the target's name said "the trivial route").
+        for point, goal in ((frag0, 0.25), (deep, 0.35)):
+            if trivial is None:
+                break
+            per_round = "share_of_trivial" in point
+            share = point["share_of_trivial"] if per_round else point["rps"] / trivial["rps"]
+            how = "median of the rounds" if per_round else "best passes"
             add(
-                f"HTTP: {deep['name']} ≥ 22% of the trivial Flask route's req/s (same app, same gunicorn)",
-                share >= 0.22,
-                f"{share:.1%} ({deep['rps']:,.0f} vs {trivial['rps']:,.0f} req/s)",
+                f"HTTP: {point['name']} ≥ {goal:.0%} of the trivial Flask route's req/s (same gunicorn)",
+                share >= goal,
+                f"{share:.1%} ({how}; best passes {point['rps']:,.0f} vs {trivial['rps']:,.0f} req/s)",
             )
 
     exports = {(e["engine"]): e for e in results["export"]}

@@ -107,6 +107,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(openapi.bp)
     # After the blueprints: it wraps the list views (a replica lost mid-page is retried elsewhere).
     replicas.init_app(app)
+    # Without replicas, list views check out unpinged and retry a dead connection themselves.
+    db.retry_stale_reads(app)
 
     @app.after_request
     def _security_headers(response: Response) -> Response:

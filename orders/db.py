@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+import functools
+import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, g
+from flask import Flask, current_app, g
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InvalidatePoolError
 from sqlalchemy.orm import Session, sessionmaker
+
+from .routes import read_kind
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -118,6 +125,112 @@ def make_engine(
     return engine
 
 
+# --- Pinging a pooled connection before use, except where a dead one is retried ----------------
+#
+# A pooled connection may be dead (the server restarted, a proxy dropped it): a ping on checkout
+# (SQLAlchemy's pool_pre_ping) finds out and reconnects, at one round trip per checkout. The list
+# reads (a page, a fragment, the new-orders count) skip it: they run again on a fresh connection
+# when their first statement finds the connection dead (retry_stale_reads below), which is the
+# rare case; every other checkout (writes, one order, the export's batches) is pinged as before.
+_UNPINGED: contextvars.ContextVar[bool] = contextvars.ContextVar("unpinged_checkout", default=False)
+# Marks an unpinged connection whose first statement has not answered yet: what a ping would
+# have tested. Only a disconnect there is a stale pooled connection, retried.
+_UNPROVEN = "unproven"
+
+
+def _ping_on_checkout(engine: Engine) -> None:
+    """pool_pre_ping as a checkout listener, skipped while `_UNPINGED` is set: SQLAlchemy's own
+    ping is a pool-wide setting; this one can be left out per request. A dead connection raises
+    InvalidatePoolError, on which the pool drops it and every connection older than it (the
+    server restarted) and connects afresh, as pre-ping does. A connection checked out unpinged
+    is marked until its first statement answers; a disconnect before that sets
+    `g.stale_checkout`, which retry_stale_reads reads."""
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "connect")
+    def _fresh(_dbapi_conn: Any, record: Any) -> None:
+        record.info["fresh"] = True  # just connected: no ping needed (as pre-ping skips it)
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if record.info.pop("fresh", False):
+            return
+        if _UNPINGED.get():
+            record.info[_UNPROVEN] = True  # until its first statement answers (_proven)
+            return
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as err:
+            if dialect.is_disconnect(err, dbapi_conn, None):
+                raise InvalidatePoolError(str(err).splitlines()[0][:200]) from err
+            raise
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _proven(conn: Any, *_args: Any) -> None:
+        conn.info.pop(_UNPROVEN, None)
+
+    @event.listens_for(engine, "handle_error")
+    def _stale(context: Any) -> None:
+        # Read before SQLAlchemy invalidates the connection (which clears its info).
+        conn = context.connection
+        if context.is_disconnect and conn is not None and conn.info.get(_UNPROVEN):
+            g.stale_checkout = True
+
+
+def retry_stale_reads(app: Flask) -> None:
+    """List reads check out unpinged and run once more when the connection was dead.
+
+    Only a read whose first statement found its pooled connection dead runs again (what a ping
+    would have caught; see _ping_on_checkout). A read is harmless to run twice, and SQLAlchemy
+    has already dropped the dead connection and every pooled one older than it, so the second
+    run connects afresh; if the database is down it fails there too and errors.py answers 503.
+    With read replicas (orders/replicas.py) a read begins before the view, on a pinged checkout,
+    and is retried there: nothing changes then.
+    """
+    if "router" in app.extensions:
+        return
+    for endpoint, view in list(app.view_functions.items()):
+        if read_kind(view) == "page":
+            app.view_functions[endpoint] = _retry_stale(view)
+
+
+def _retry_stale(view: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(view)
+    def wrapper(**kwargs: Any) -> Any:
+        token = _UNPINGED.set(True)
+        try:
+            _open_read_session()
+            try:
+                return view(**kwargs)
+            except DBAPIError as err:
+                # Only a connection found dead by its first statement, where a ping would have
+                # found it: a disconnect later in the read is an outage (503), not retried.
+                if not (err.connection_invalidated and g.pop("stale_checkout", False)):
+                    raise
+                log.info("a pooled connection was dead, read again on a fresh one: %s", str(err)[:200])
+                get_session().rollback()
+                return view(**kwargs)
+        finally:
+            _UNPINGED.reset(token)
+
+    return wrapper
+
+
+def _open_read_session() -> None:
+    """The request's session for a list read: on PostgreSQL at READ COMMITTED, in autocommit.
+
+    At READ COMMITTED every statement takes its own snapshot, inside a transaction or not, so a
+    read-only request sees the same rows either way; without the transaction it saves the BEGIN
+    and ROLLBACK round trips (a fragment is then one round trip: its one SELECT). Other
+    isolation levels, and the other engines, keep their transaction."""
+    if "db_session" in g:
+        return
+    dialect = current_app.extensions["engine"].dialect
+    # The server's default, known once the engine has connected (before: a transaction, as ever).
+    if dialect.name == "postgresql" and getattr(dialect, "default_isolation_level", None) == "READ COMMITTED":
+        g.db_session = current_app.extensions["read_sessionmaker"]()
+
+
 def health_engine(url: str, timeout_ms: int) -> Engine:
     """/healthz's own engine: a fresh connection per check (NullPool: nothing to leak or to go
     stale) bounded by the health check's timeout, not a request's: a load balancer learns
@@ -163,11 +276,20 @@ def client_bounds(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def init_app(app: Flask) -> None:
     cfg = app.config
     engine = make_engine(
-        cfg["DATABASE_URL"], statement_timeout_ms=cfg.get("STATEMENT_TIMEOUT_MS"), **client_bounds(cfg)
+        cfg["DATABASE_URL"],
+        statement_timeout_ms=cfg.get("STATEMENT_TIMEOUT_MS"),
+        # Pinged on checkout all the same, except in list reads (_ping_on_checkout).
+        pre_ping=False,
+        **client_bounds(cfg),
     )
+    _ping_on_checkout(engine)
     app.extensions["engine"] = engine
     app.extensions["health_engine"] = health_engine(cfg["DATABASE_URL"], cfg["HEALTHZ_TIMEOUT_MS"])
     app.extensions["sessionmaker"] = sessionmaker(engine, expire_on_commit=False)
+    # The same pool; its connections in autocommit while a list read holds them (_open_read_session).
+    app.extensions["read_sessionmaker"] = sessionmaker(
+        engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+    )
     app.teardown_appcontext(close_session)
 
 

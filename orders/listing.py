@@ -113,7 +113,9 @@ class ListRequest:
         # The cursor as orders/replicas.py already decoded it (to route the read), not twice.
         known = session.info.get("cursor_positions", {})
         return paginate(
-            session,
+            # The session's connection, not the session: the statement is Core (plain rows), and
+            # the ORM's execute and row loading around it were a tenth of the page's time.
+            session.connection(),
             self.statement(),
             self.keyset,
             limit=self.limit,

@@ -53,8 +53,12 @@ def timestamp(value: dt.datetime) -> Markup:
     """A <time> in UTC; app.js shows it in the reader's own timezone."""
     # Both parts are made from the datetime alone (digits, "-", ":", "T", "Z"), so nothing in them
     # needs escaping: an f-string is a tenth of the cost of Markup.format, twenty times a page.
-    utc = value.astimezone(dt.UTC)
-    return Markup(f'<time datetime="{iso_utc(utc)}">{utc:%Y-%m-%d %H:%M} UTC</time>')
+    # The shown part is cut from the ISO text (strftime was a fifth of a row's rendering); below
+    # year 1000 ISO pads the year and strftime does not, so those keep strftime.
+    utc = value if value.tzinfo is dt.UTC else value.astimezone(dt.UTC)
+    iso = iso_utc(utc)
+    shown = f"{iso[:10]} {iso[11:16]}" if utc.year >= 1000 else f"{utc:%Y-%m-%d %H:%M}"
+    return Markup(f'<time datetime="{iso}">{shown} UTC</time>')
 
 
 NEW_ORDERS_CAP = 99
@@ -149,6 +153,7 @@ def orders():  # type: ignore[no-untyped-def]
     auto_pages = cfg["AUTO_PAGES"]
     fragment = htmx.wants_fragment()
     urls = _page_urls(listing, page, page_number)
+    show_top = not fragment or listing.before is not None
     context = {
         "listing": listing,
         "page": page,
@@ -156,7 +161,7 @@ def orders():  # type: ignore[no-untyped-def]
         "urls": urls,
         # A `before` fragment goes above the rows (its own top sentinel, no bottom control); an
         # `after` fragment goes below them; a full page has both ends.
-        "show_top": not fragment or listing.before is not None,
+        "show_top": show_top,
         "show_bottom": not fragment or listing.before is None,
         # One url_for per page, not one per row (Werkzeug's URL building was a tenth of a page):
         # a row's link is this prefix and its id.
@@ -167,24 +172,33 @@ def orders():  # type: ignore[no-untyped-def]
         # The same URL as the page's `after` edge (no rows, no next cursor): built once.
         "next_url": urls["after"],
         "next_args": page.next_cursor and listing.query_args(after=page.next_cursor, page=page_number + 1),
-        "prev_url": page.prev_cursor and url_for("web.orders", **listing.query_args(before=page.prev_cursor)),
-        # The banner counts rows above the top of the list, so only a list opened at its top polls.
-        "new_orders_url": page.head_cursor
-        and listing.sort == "newest"
-        and not page.prev_cursor
-        and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
-        "max_rows": cfg["MAX_ROWS_IN_PAGE"],
-        "jump_label": listing.sort_spec.goto_label,
-        # Top: the list's first rows; End: its last rows (a `before` cursor past the end).
-        "top_url": url_for("web.orders", **listing.query_args()),
-        "end_url": url_for("web.orders", **listing.query_args(before=jump.end_cursor(listing, codec))),
-        "missing_order": missing_order,
+        # Only what comes above the rows uses it: a full page or a `before` fragment.
+        "prev_url": show_top
+        and page.prev_cursor
+        and url_for("web.orders", **listing.query_args(before=page.prev_cursor)),
     }
     if fragment:
+        # _rows.html alone: the find bar's links (Top, End with its own sealed cursor), the
+        # new-orders banner and the estimates belong to the full page only.
         return render_template("_rows.html", **context)
-    # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
-    context["estimates"] = None if search else estimate(get_session())
-    context["rounded"] = rounded
+    context.update(
+        {
+            # The banner counts rows above the top of the list, so only a list opened at its top polls.
+            "new_orders_url": page.head_cursor
+            and listing.sort == "newest"
+            and not page.prev_cursor
+            and url_for("web.new_orders", **listing.query_args(before=page.head_cursor)),
+            "max_rows": cfg["MAX_ROWS_IN_PAGE"],
+            "jump_label": listing.sort_spec.goto_label,
+            # Top: the list's first rows; End: its last rows (a `before` cursor past the end).
+            "top_url": url_for("web.orders", **listing.query_args()),
+            "end_url": url_for("web.orders", **listing.query_args(before=jump.end_cursor(listing, codec))),
+            "missing_order": missing_order,
+            # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
+            "estimates": None if search else estimate(get_session()),
+            "rounded": rounded,
+        }
+    )
     return render_template("orders.html", **context), 404 if missing_order else 200
 
 

@@ -7,6 +7,8 @@
 - A throwaway PostgreSQL cluster of the test's own is frozen (SIGSTOP on the postmaster and
   every backend) while the app holds pooled connections: the client read timeout ends the
   requests, /healthz says so within its own bound, and after SIGCONT the same app answers 200.
+- The same cluster restarted behind the pool's back: no request fails on a dead pooled
+  connection (list reads read again on a fresh one, every other checkout is pinged first).
 - A Redis of the test's own holding the rate-limit counters is frozen: requests are answered
   (counted in memory, logged once), /healthz is 503 naming it, and once Redis answers again
   the counters go back to it.
@@ -175,6 +177,49 @@ def test_a_frozen_postgres_ends_requests_on_pooled_connections_with_503(cluster:
     assert client.get("/healthz").status_code == 200
     assert app.extensions["engine"].pool.checkedout() == 0
     app.extensions["engine"].dispose()
+
+
+# --- A restart behind the pool's back ------------------------------------------------------------------
+
+# One request of each kind a reader sends; after a restart each must find its pooled connection
+# dead and still answer. `retried`: a list read (checked out without a ping, read again on a fresh
+# connection); the others are pinged on checkout and reconnect before their first statement.
+AFTER_RESTART = [
+    ("/orders?page=2", {"HX-Request": "true"}, True),  # a fragment, filled in below with a cursor
+    ("/orders", {}, True),
+    ("/api/orders?limit=5", {}, True),
+    ("/orders/new", {}, True),
+    ("/orders/1", {}, False),
+    ("/orders/export.csv", {}, False),
+]
+
+
+def test_a_restarted_database_fails_no_request_on_a_dead_pooled_connection(
+    cluster: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app(cluster.url, **BOUNDS)
+    client = app.test_client()
+    engine = app.extensions["engine"]
+    cursor = client.get("/api/orders?limit=5").json["next_cursor"]
+    requests_ = [(f"/orders?after={cursor}&page=2", h, r) if h else (p, h, r) for p, h, r in AFTER_RESTART]
+    before = {path: client.get(path, headers=headers).get_data() for path, headers, _ in requests_}
+    caplog.set_level(logging.INFO, logger="orders.db")
+    for path, headers, retried in requests_:
+        # Several idle pooled connections, all opened before the restart.
+        held = [engine.connect() for _ in range(3)]
+        for conn in held:
+            conn.close()
+        cluster.stop()
+        cluster.start()
+        caplog.clear()
+        response = client.get(path, headers=headers)
+        assert response.status_code == 200, (path, response.status_code, response.get_data()[:300])
+        if not path.startswith("/orders/new"):  # the count of new orders is 0 either way
+            assert response.get_data() == before[path], path
+        read_again = [r for r in caplog.records if "read again on a fresh one" in r.getMessage()]
+        assert len(read_again) == (1 if retried else 0), (path, [r.getMessage() for r in caplog.records])
+    assert engine.pool.checkedout() == 0
+    engine.dispose()
 
 
 # --- A download cut by an outage ---------------------------------------------------------------------

@@ -4,9 +4,9 @@ A throwaway PostgreSQL cluster of our own (initdb + pg_ctl as the postgres user,
 port) serves the app. Chromium scrolls the list; the cluster is stopped (`pg_ctl stop -m fast`)
 between two fragments; the next fragment fails and the list shows "Couldn't load more" with a
 Retry button, /healthz and /api/orders answer 503 with Retry-After; the cluster starts again
-and Retry continues from the same cursor. The pool recovers on its own (pool_pre_ping): the app
-is never restarted or disposed. At the end of the list every order is on screen exactly once,
-in order.
+and Retry continues from the same cursor. The pool recovers on its own (dead connections are
+pinged or retried, orders/db.py): the app is never restarted or disposed. At the end of the list
+every order is on screen exactly once, in order.
 """
 
 from __future__ import annotations

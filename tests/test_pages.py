@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 
@@ -11,7 +12,7 @@ from orders.app import create_app
 from orders.settings import SettingsError
 
 from .fixtures import make_app
-from .helpers import delete_orders, seed_ties
+from .helpers import BASE, add_orders, delete_orders, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
@@ -64,6 +65,21 @@ def test_fragment_is_rows_and_the_next_control_only(client, engine):
     assert len(ROW_ID.findall(fragment)) == 20
     last = client.get(link(fragment, "next"), headers={"HX-Request": "true"}).get_data(as_text=True)
     assert len(ROW_ID.findall(last)) == 10 and 'id="end-of-list"' in last
+
+
+def test_a_name_with_markup_is_text_in_every_row(client, engine):
+    """The rows are rendered without autoescape (templates/_rows.html escapes each value where it
+    reads it): a name full of markup is shown as text, in the cell and in its title."""
+    hostile = "<script>alert('x')</script> \"Q\" & <b>co</b>"
+    seed_ties(engine, 30)
+    add_orders(engine, [(BASE - dt.timedelta(minutes=10), hostile, Decimal("9999999999.99"), "paid")])
+    page = client.get("/orders").get_data(as_text=True)
+    fragment = client.get(link(page, "next"), headers={"HX-Request": "true"}).get_data(as_text=True)
+    shown = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &#34;Q&#34; &amp; &lt;b&gt;co&lt;/b&gt;"
+    for html in (page, fragment):
+        assert "<script>alert" not in html and "<b>co" not in html
+    assert f'title="{shown}">{shown}</td>' in page + fragment
+    assert ">9,999,999,999.99</td>" in page + fragment
 
 
 def test_after_auto_pages_the_sentinel_becomes_a_load_more_button(client, engine):
