@@ -333,6 +333,8 @@ def measure(rows: int = 8000) -> dict[str, Any]:
             _scroll_until(page, 500, 1500)
             out["elements_500"], out["heap_mb_500"] = _heap(page)
             _scroll_until(page, 2000, 2500)
+            # The address follows the row in view once the scroll settles: wait for it.
+            page.wait_for_function("() => location.hash.startsWith('#order-')")
             depth_url = page.evaluate("location.href")
             _scroll_until(page, 5000, 2500)
             out["elements_5000"], out["heap_mb_5000"] = _heap(page)
