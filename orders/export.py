@@ -81,12 +81,10 @@ def export_chunks(
     through Python), on MariaDB a SELECT of lines the server formats (csv_line_sql), on SQLite
     rows formatted here. All write the same bytes (tests/test_security_csv.py compares them on
     generated names)."""
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        yield from _copy_chunks(session, listing, codec, batch_size, one_transaction, raw)
-        return
-    if dialect in ("mysql", "mariadb"):
-        yield from _line_chunks(session, listing, codec, batch_size, one_transaction, raw)
+    if session.get_bind().dialect.name in ("postgresql", "mysql", "mariadb"):
+        yield from _server_chunks(
+            session, listing, codec, batch_size=batch_size, one_transaction=one_transaction, raw=raw
+        )
         return
     for batch in export_batches(
         session, listing, codec, batch_size=batch_size, one_transaction=one_transaction
@@ -94,15 +92,21 @@ def export_chunks(
         yield Chunk(csv_text(batch, raw=raw).encode(), len(batch.items), batch.cursor)
 
 
-def _copy_chunks(
+def _server_chunks(
     session: Session,
     listing: ListRequest,
     codec: CursorCodec,
+    *,
     batch_size: int,
     one_transaction: bool,
     raw: bool,
 ) -> Iterator[Chunk]:
-    stmt = listing.statement().with_only_columns(*csv_sql_columns(raw=raw), maintain_column_froms=True)
+    """The export's ranges (iterate_ranges) formatted by the server: PostgreSQL COPYs each range
+    (csv_sql_columns), MariaDB selects its lines (csv_line_sql)."""
+    dialect = session.get_bind().dialect.name
+    copies = _Copies() if dialect == "postgresql" else None
+    columns = csv_sql_columns(raw=raw) if copies else [csv_line_sql(dialect, raw=raw)]
+    stmt = listing.statement().with_only_columns(*columns, maintain_column_froms=True)
     ranges = iterate_ranges(
         session,
         stmt,
@@ -112,12 +116,15 @@ def _copy_chunks(
         after=listing.after,
         filters=listing.filters,
     )
-    copies = _Copies()
     for part in ranges:
-        data = copies.read(session, part.statement, part.params)
+        if copies:
+            data, rows = copies.read(session, part.statement, part.params), part.rows
+        else:
+            lines = session.execute(part.statement, part.params).scalars().all()
+            data, rows = "".join(lines).encode(), len(lines)
         if not one_transaction:
-            session.rollback()  # the probe and the COPY shared one short transaction
-        yield Chunk(data, part.rows, part.cursor)
+            session.rollback()  # the probe and the read shared one short transaction
+        yield Chunk(data, rows, part.cursor)
 
 
 def compile_for_copy(statement: Any, dialect: Any) -> Any:
@@ -183,32 +190,6 @@ def csv_line_sql(dialect: str, *, raw: bool = False) -> ColumnElement[str]:
     created = iso_utc_sql(c.created_at, dialect)
     parts = [c.id, ',"', quoted, '",', c.amount, ",", c.status, ",", created, "\n"]
     return func.concat(*(literal(p) if isinstance(p, str) else p for p in parts))
-
-
-def _line_chunks(
-    session: Session,
-    listing: ListRequest,
-    codec: CursorCodec,
-    batch_size: int,
-    one_transaction: bool,
-    raw: bool,
-) -> Iterator[Chunk]:
-    dialect = session.get_bind().dialect.name
-    stmt = listing.statement().with_only_columns(csv_line_sql(dialect, raw=raw), maintain_column_froms=True)
-    ranges = iterate_ranges(
-        session,
-        stmt,
-        listing.keyset,
-        batch_size=batch_size,
-        codec=codec,
-        after=listing.after,
-        filters=listing.filters,
-    )
-    for part in ranges:
-        lines = session.execute(part.statement, part.params).scalars().all()
-        if not one_transaction:
-            session.rollback()  # the probe and the read shared one short transaction
-        yield Chunk("".join(lines).encode(), len(lines), part.cursor)
 
 
 def csv_text(batch: Batch, *, raw: bool = False) -> str:
