@@ -1,5 +1,5 @@
 """CSV export by keyset batches: constant memory, resumable by cursor, optionally one snapshot;
-on PostgreSQL each batch is one COPY of an index range."""
+each batch one index range, formatted by the server on PostgreSQL (COPY) and MariaDB (lines)."""
 
 from __future__ import annotations
 
