@@ -1,4 +1,5 @@
-"""The async edge: `paginate()` and `iterate()` for an ``AsyncSession`` or an ``AsyncConnection``.
+"""The async edge: `paginate()`, `iterate()` and `iterate_ranges()` for an ``AsyncSession`` or an
+``AsyncConnection``, with the sync functions' own parameters (taken from them, not restated).
 
 Not a second implementation: each call runs the sync one on the session's (or connection's)
 sync facade through SQLAlchemy's ``run_sync``, where every statement it executes awaits the
@@ -8,70 +9,53 @@ the same statements, the same rows and the same cursors as a sync one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from .cursor import CursorCodec, Position
-from .paging import iterate as _iterate
-from .paging import paginate as _paginate
-from .results import Batch, Page
-from .sort import Keyset
+from . import paging
 
-__all__ = ["iterate", "paginate"]
+__all__ = ["iterate", "iterate_ranges", "paginate"]
 
-
-async def paginate(
-    session: AsyncSession | AsyncConnection,
-    stmt: Select[Any],
-    sort: Keyset,
-    *,
-    limit: int,
-    codec: CursorCodec,
-    after: str | Position | None = None,
-    before: str | Position | None = None,
-    filters: Mapping[str, Any] | None = None,
-    meta: Mapping[str, str] | None = None,
-) -> Page:
-    """`pagination.paginate()` on an AsyncSession or AsyncConnection (same arguments, same Page)."""
-
-    def page(sync: Any) -> Page:
-        return _paginate(
-            sync,
-            stmt,
-            sort,
-            limit=limit,
-            codec=codec,
-            after=after,
-            before=before,
-            filters=filters,
-            meta=meta,
-        )
-
-    return await session.run_sync(page)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+AsyncExecutor = AsyncSession | AsyncConnection
 
 
-async def iterate(
-    session: AsyncSession | AsyncConnection,
-    stmt: Select[Any],
-    sort: Keyset,
-    *,
-    batch_size: int,
-    codec: CursorCodec | None = None,
-    after: str | Position | None = None,
-    filters: Mapping[str, Any] | None = None,
-    meta: Mapping[str, str] | None = None,
-) -> AsyncIterator[Batch]:
-    """`pagination.iterate()` as an async iterator: ``async for batch in iterate(...)``. Each
-    batch is one query, run when the iterator is advanced."""
-    sync: Any = session.sync_session if isinstance(session, AsyncSession) else session.sync_connection
-    batches = _iterate(
-        sync, stmt, sort, batch_size=batch_size, codec=codec, after=after, filters=filters, meta=meta
-    )
-    while True:
-        batch = await session.run_sync(lambda _: next(batches, None))
-        if batch is None:
-            return
-        yield batch
+def _awaited(
+    sync: Callable[Concatenate[Any, _P], _R],
+) -> Callable[Concatenate[AsyncExecutor, _P], Coroutine[Any, Any, _R]]:
+    """`sync(session, ...)` as a coroutine function of an async session, same parameters."""
+
+    @functools.wraps(sync)
+    async def call(session: AsyncExecutor, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await session.run_sync(lambda facade: sync(facade, *args, **kwargs))
+
+    return call
+
+
+def _iterated(
+    sync: Callable[Concatenate[Any, _P], Iterator[_R]],
+) -> Callable[Concatenate[AsyncExecutor, _P], AsyncIterator[_R]]:
+    """`sync(session, ...)`'s items as an async iterator (``async for``): each item's queries run
+    when the iterator is advanced."""
+
+    @functools.wraps(sync)
+    async def walk(session: AsyncExecutor, /, *args: _P.args, **kwargs: _P.kwargs) -> AsyncIterator[_R]:
+        facade: Any = session.sync_session if isinstance(session, AsyncSession) else session.sync_connection
+        items = sync(facade, *args, **kwargs)  # a generator: nothing runs before the first next()
+        end = object()
+        while True:
+            item = await session.run_sync(lambda _: next(items, end))
+            if item is end:
+                return
+            yield item  # type: ignore[misc]  # not `end`, so an item of `sync`
+
+    return walk
+
+
+paginate = _awaited(paging.paginate)
+iterate = _iterated(paging.iterate)
+iterate_ranges = _iterated(paging.iterate_ranges)

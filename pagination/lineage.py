@@ -209,7 +209,10 @@ def unique_keys(from_: Any) -> list[set[Any]]:
         mapped = [{from_.corresponding_column(c) for c in key} for key in unique_keys(inner)]
         return [key for key in mapped if None not in key]
     if getattr(from_, "recursive", False):
-        return []  # a recursive CTE's rows come from iterations the library cannot follow
+        # Its rows come from iterations the library cannot follow; but a UNION (not UNION ALL)
+        # drops repeats, so all its columns together are unique.
+        distinct = isinstance(inner, CompoundSelect) and not str(inner.keyword).upper().endswith("ALL")
+        return [set(columns)] if distinct and not any(nullable(c) for c in columns) else []
     positions: list[set[int]] = []
     if isinstance(inner, Select):
         positions = select_keys(inner)
@@ -321,7 +324,8 @@ def flatten(terms: Iterable[Any]) -> Iterator[Any]:
 def _equalities(onclause: Any) -> list[tuple[Any, Any]]:
     """The ``a = b`` pairs an ON clause requires (its top-level AND terms)."""
     pairs = []
-    for clause in getattr(onclause, "clauses", None) or [onclause]:
+    is_and = getattr(onclause, "operator", None) is operators.and_ and hasattr(onclause, "clauses")
+    for clause in onclause.clauses if is_and else [onclause]:
         if isinstance(clause, BinaryExpression) and clause.operator is operators.eq:
             pairs.append((base(clause.left), base(clause.right)))
     return pairs
@@ -363,30 +367,81 @@ def from_keys(from_: Any) -> list[set[Any]]:
     return keys
 
 
-def statement_keys(stmt: Select[Any]) -> list[set[Any]]:
+def statement_keys(stmt: Select[Any], *, where: bool = False) -> list[set[Any]]:
     """Sets of expressions no two rows of the statement share (as columns of its FROMs, GROUP BY
-    terms or, for DISTINCT, its selected columns)."""
+    terms or, for DISTINCT, its selected columns). With `where`, FROMs joined by the WHERE's
+    equalities (``Book.author_id == Author.id``) count as joined by ON."""
     keys: list[set[Any]] = []
     if stmt._distinct and not stmt._distinct_on:
-        keys.append({base(c) for c in stmt.selected_columns})
+        keys += _determined({unlabel(c) for c in stmt.selected_columns})
     if stmt._group_by_clauses:
-        keys.append({base(g) for g in stmt._group_by_clauses})
+        keys += _determined({unlabel(g) for g in stmt._group_by_clauses})
         return keys
     if stmt._with_options:  # a joined eager load's join repeats no row: the ORM folds it back
         stmt = stmt._generate()
         stmt._with_options = ()
-    per_from = [from_keys(f) for f in stmt.get_final_froms()]
-    for combination in itertools.islice(itertools.product(*per_from), _MAX_KEY_COMBINATIONS):
-        keys.append(set().union(*combination))
+    froms = list(stmt.get_final_froms())
+    choices = [froms]
+    if where and len(froms) > 1:
+        choices += _joined_by_where(froms, [p for c in stmt._where_criteria for p in _equalities(c)])
+    for kept in choices:
+        per_from = [from_keys(f) for f in kept]
+        for combination in itertools.islice(itertools.product(*per_from), _MAX_KEY_COMBINATIONS):
+            keys.append(set().union(*combination))
     return keys
+
+
+def unlabel(expr: Any) -> Any:
+    """What a (possibly labelled) column stands for: never its label's name."""
+    expr = base(expr)
+    while isinstance(expr, Label):
+        expr = base(expr.element)
+    return expr
+
+
+def _determined(columns: set[Any]) -> list[set[Any]]:
+    """`columns` (unique together), and the same with a FROM's other columns left out where it
+    holds a whole key of that FROM (a table, an alias, a subquery): the key alone decides them
+    (GROUP BY author.id, author.name is unique on author.id; so is a DISTINCT of an entity's
+    columns, also of an aliased entity's)."""
+    found = [columns]
+    froms = {c.table for c in columns if isinstance(c, ColumnClause) and c.table is not None}
+
+    def decided(column: Any, from_: Any) -> bool:  # a column of `from_`, or an expression of only those
+        if isinstance(column, ColumnClause):
+            return column.table is from_
+        return _tables_of(column) == {base(from_)}
+
+    reduced = columns  # every FROM whose key is there reduced to it: entities of a join
+    for from_ in froms:
+        for key in unique_keys(from_):
+            if key <= columns:
+                found.append({c for c in columns if not decided(c, from_)} | key)
+                reduced = {c for c in reduced if not decided(c, from_)} | key
+    return [*found, reduced]
+
+
+def _joined_by_where(froms: list[Any], pairs: list[tuple[Any, Any]]) -> list[list[Any]]:
+    """Lists of the FROMs whose keys a row needs, once one (or, one at a time, several) required
+    equal by `pairs` to a whole key of theirs from the others is left out (many-to-one). A FROM
+    left out is decided by those kept, so two cannot each be left out for the other."""
+
+    def decided(from_: Any, kept: list[Any]) -> bool:
+        others = {base(t) for f in kept if f is not from_ for t in _leaves(f)}
+        return any(_covered(key, pairs, others) for key in from_keys(from_))
+
+    choices = [[f for f in froms if f is not from_] for from_ in froms if decided(from_, froms)]
+    kept = list(froms)
+    for from_ in froms:
+        if len(kept) > 1 and decided(from_, kept):
+            kept.remove(from_)
+    return [*choices, kept]
 
 
 def key_columns(expr: Any) -> Any:
     """What a sort term stands for in a key: the term, or the column of ``coalesce(column, value)``
     (where the column is NULL its row is the only one of its kind: see from_keys())."""
-    expr = base(expr)
-    if isinstance(expr, Label):
-        expr = base(expr.element)
+    expr = unlabel(expr)
     if isinstance(expr, FunctionElement) and expr.name.lower() == "coalesce":
         first, *rest = list(expr.clauses)
         if all(isinstance(r, BindParameter) for r in rest):

@@ -1,27 +1,29 @@
-"""Sorts: a named, total order of rows (the `Keyset` class) and the SQL it adds to a statement."""
+"""The sort: a named, total order of rows (the `Keyset` class), its terms, and accepting a position.
+
+A sort knows nothing of statements or engines: the SQL a page adds to a statement is built by
+`statement.py` from a sort's terms.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
-from sqlalchemy import and_, bindparam, or_, tuple_
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label, UnaryExpression
 
 from .cursor import Position
 from .errors import CursorMismatch, InvalidCursor, KeysetError
-from .lineage import base, flatten, is_aggregate, nullable, unique_keys, value_type
+from .lineage import flatten, is_aggregate, value_type
 from .values import dialect_problem, from_cursor, misfit
 
-# Dialects whose planners turn a row-value comparison into an index range (PostgreSQL's
-# "Index Cond", SQLite's SEARCH). MariaDB and MySQL scan for it (docs/design.md has the measurements).
-_ROW_VALUE_DIALECTS = {"postgresql", "sqlite"}
 _T = TypeVar("_T")
 
-# How a sort compares keysets: see Keyset's docstring.
+# The form of the seek predicate (see statement.py): "auto" picks per engine, "bounded" is the
+# expanded form with a leading bound on every engine (what postgres_fdw ships to a shard).
 SeekForm = Literal["auto", "bounded"]
+SEEK_FORMS = ("auto", "bounded")
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Term:
     expr: ColumnElement[Any]
     descending: bool
     name: str  # for messages
-    nulls: str | None = None  # "first" or "last" when given explicitly
+    nulls: str | None = None  # "first" or "last" when given explicitly; None: the engine's way
 
     @property
     def type(self) -> Any:
@@ -59,7 +61,10 @@ def _term(term: Any, sort: str) -> Term:
         field_, value = _MODIFIERS[term.modifier]
         found[field_] = value
         term = term.element
-    if isinstance(term, Label):  # sort by what the label names; the label is only a name
+    # Sort by what a label names, never by the label: a label's name may be another column's
+    # (Bundle("b", x.label("y"), y.label("x"))), and SQL resolves a bare name in ORDER BY to the
+    # selected column of that name first.
+    while isinstance(term, Label):
         term = term.element
     if not isinstance(term, ColumnElement):
         raise KeysetError(f"sort {sort!r}: {term!r} is not a column or SQL expression")
@@ -71,93 +76,44 @@ def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
     return [e for e in visitors.iterate(expr) if isinstance(e, ColumnClause) and e.table is not None]
 
 
-_NULLS_WHY = {
-    False: (
-        "NULLs do not compare; each engine puts them elsewhere in its own ORDER BY (PostgreSQL "
-        "after the values, SQLite and MariaDB before them), so the order must say: give it an "
-        "explicit .nulls_first() or .nulls_last() (paged as two index ranges, its values and its "
-        "NULLs, the same order on every engine); or make it NOT NULL, or sort by "
-        "coalesce(column, a value)"
-    ),
-    True: (
-        "only the first term may be nullable: after another term, its NULLs sit inside each group "
-        "of rows tying on the terms before it, and the rows past a cursor are then not one index "
-        "range: the seek needs `IS NULL` branches that no row-value comparison or index bound "
-        "expresses, and the NULL placement would have to match how each engine's index stores NULLs "
-        "(PostgreSQL largest, SQLite and MariaDB smallest). Instead: make it the first term with "
-        ".nulls_first()/.nulls_last(), make it NOT NULL, or sort by coalesce(column, a value "
-        "beyond its range) with an index on that expression"
-    ),
-}
-
-
 class Keyset:
     """A sort: a named, total order, ``Keyset("newest", Order.created_at.desc(), Order.id.desc())``.
 
-    ``seek`` chooses the form of the seek predicate: ``"auto"`` (the default) compares a row
-    value ``(a, b) < (:a, :b)`` on PostgreSQL and SQLite, and the expanded form with a leading
-    bound elsewhere; ``"bounded"`` uses the expanded form with a leading bound,
-    ``a <= :a AND (a < :a OR (a = :a AND b < :b))``, on every engine. Give ``"bounded"`` where a
-    row value is not pushed down: postgres_fdw does not ship row-value comparisons to a foreign
-    table, so a sharded (foreign-partitioned) table would be read whole and filtered locally.
-
     Terms are columns or SQL expressions (``func.lower(name)``, ``coalesce(...)``, labels,
-    aggregates over a GROUP BY), each ``.asc()`` (the default) or ``.desc()``. Every term must be
-    NOT NULL (NULLs do not compare), and the terms must include a unique key of a table (its
-    primary key, a unique column, or every column of a UniqueConstraint) so that no two rows tie
-    on all of them. Refused with KeysetError when defined.
+    aggregates over a GROUP BY, a ``Bundle`` for its columns), each ``.asc()`` (the default) or
+    ``.desc()``, optionally ``.nulls_first()``/``.nulls_last()``. A nullable term without them
+    has its NULLs where the engine's own ORDER BY puts them (statement.py). Whether the terms
+    are unique in a statement's rows is checked per statement, when it is paged.
+
+    ``seek`` is the default form of the seek predicate of the statements built for this sort;
+    ``paginate(..., seek=...)`` chooses it per call (see statement.py), so one sort serves both.
     """
 
     def __init__(self, name: str, *order_by: Any, seek: SeekForm = "auto"):
         if not order_by:
             raise KeysetError(f"sort {name!r} needs at least one column")
-        if seek not in ("auto", "bounded"):
+        if seek not in SEEK_FORMS:
             raise KeysetError(f'sort {name!r}: seek must be "auto" or "bounded", not {seek!r}')
         self.name = name
         self.seek_form: SeekForm = seek
         self.columns = tuple(_term(term, name) for term in flatten(order_by))
-        # NULLs do not compare, so a nullable term needs its NULLs placed explicitly, and is
-        # paged as two parts (its values, then its NULLs, or the other way round): possible for
-        # the first term only, where each part is one index range.
-        for i, term in enumerate(self.columns):
-            if nullable(term.expr) and (term.nulls is None or i > 0):
-                raise KeysetError(f"sort {name!r}: {term.name} is nullable and {_NULLS_WHY[i > 0]}")
+        # With its NULLs placed explicitly, the first term is read as two index ranges, its
+        # values and its NULLs (statement.py). Reading forward, do its NULLs come after its
+        # values? None: no explicit placement.
         lead = self.columns[0]
-        # Reading forward, do the first term's NULLs come after its values? None: it has none.
-        # An explicit NULLS order is honoured on a NOT NULL column too: it may be the optional
-        # side of an outer join in some statement.
-        self.nulls_last: bool | None = None
-        if lead.nulls is not None:
-            self.nulls_last = lead.nulls == "last"
-        in_sort = {base(t.expr) for t in self.columns if isinstance(t.expr, ColumnClause)}
-        tables = {c.table for c in in_sort if c.table is not None}
-        if not any(key <= in_sort for table in tables for key in unique_keys(table)):
-            raise KeysetError(
-                f"sort {name!r} must include a unique key (the primary key, a unique column or all the "
-                f"columns of a UniqueConstraint); {self.columns[-1].name!r} is not unique, so rows "
-                "could tie and be skipped or repeated: end the sort in the primary key"
-            )
+        self.nulls_last: bool | None = None if lead.nulls is None else lead.nulls == "last"
         self.aggregated = any(is_aggregate(t.expr) for t in self.columns)
-        # The SQL a page adds to a statement depends only on the sort, the direction and the
-        # dialect, never on the position: it is built once, with named parameters for the key
-        # values, which every page binds at execution. Building it anew took longer than the
-        # rest of paginate() (about 0.1 ms a page).
-        self._key_params = tuple(
-            bindparam(f"_keyset_key_{i}", type_=t.expr.type) for i, t in enumerate(self.columns)
-        )
-        self._to_params = tuple(
-            bindparam(f"_keyset_to_{i}", type_=t.expr.type) for i, t in enumerate(self.columns)
-        )
-        self._parts: dict[tuple[Any, ...], Any] = {}  # threads racing only build a part twice
+        self._cache: dict[tuple[Any, ...], Any] = {}  # threads racing only build a part twice
 
     def __repr__(self) -> str:
         terms = ", ".join(f"{t.name} {'desc' if t.descending else 'asc'}" for t in self.columns)
         return f"Keyset({self.name!r}: {terms})"
 
-    def _cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
-        part = self._parts.get(key)
+    def cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
+        """What `build()` returns, built once per key for this sort (SQL parts, checks)."""
+        part = self._cache.get(key)
         if part is None:
-            part = self._parts[key] = build()
+            part = self._cache[key] = build()
         return cast(_T, part)
 
     def check_dialect(self, dialect: Any) -> None:
@@ -170,140 +126,43 @@ class Keyset:
                     raise KeysetError(f"sort {self.name!r}: {term.name} {problem}")
             return True
 
-        self._cached(("dialect", dialect.name), check)
-
-    def bind(self, keyset: Sequence[Any]) -> dict[str, Any]:
-        """Execution parameters that put a keyset (all of it, or a prefix for `seek`) in the
-        clauses of `seek` and `at_keys`."""
-        return {p.key: v for p, v in zip(self._key_params, keyset, strict=False)}
+        self.cached(("dialect", dialect.name), check)
 
     def order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
-        """ORDER BY clauses of the whole order, reversed when reading backward (a `before` page).
-        NULLs are placed by ``(term IS NULL)`` first, the same on every engine (MariaDB has no
-        NULLS FIRST/LAST)."""
-        return self._cached(("order_by", backward), lambda: self._order_by(backward))
+        """ORDER BY clauses of the whole order for an unpaged query (reversed when `backward`).
+        Explicitly placed NULLs are ordered by ``(term IS NULL)`` first, the same on every
+        engine (MariaDB has no NULLS FIRST/LAST); other NULLs go where the engine puts them."""
 
-    def _order_by(self, backward: bool) -> tuple[ColumnElement[Any], ...]:
-        plain = self.part_order_by(backward=backward)
-        if self.nulls_last is None:
-            return plain
-        is_null = self.columns[0].expr.is_(None)
-        return (is_null.asc() if self.nulls_last != backward else is_null.desc(), *plain)
+        def build() -> tuple[ColumnElement[Any], ...]:
+            clauses: list[ColumnElement[Any]] = []
+            for t in self.columns:
+                if t.nulls is not None:
+                    is_null = t.expr.is_(None)
+                    clauses.append(is_null.asc() if (t.nulls == "last") != backward else is_null.desc())
+                clauses.append(t.expr.desc() if t.descending != backward else t.expr.asc())
+            return tuple(clauses)
 
-    def part_order_by(self, *, backward: bool = False, nulls: bool = False) -> tuple[ColumnElement[Any], ...]:
-        """ORDER BY within one part (values or NULLs of the first term): one index range. With
-        `nulls`, the first term (all NULL in that part) is left out (see paging._drop_lead)."""
-        return self._cached(
-            ("part_order_by", backward, nulls),
-            lambda: tuple(
-                t.expr.desc() if t.descending != backward else t.expr.asc()
-                for t in self.columns[1 if nulls else 0 :]
-            ),
-        )
+        return self.cached(("order_by", backward), build)
 
-    def key_labels(self) -> tuple[ColumnElement[Any], ...]:
-        """The key terms as `_keyset_0`, `_keyset_1`, ...: appended to a page's columns when the
-        statement does not select them itself."""
-        return self._cached(
-            ("labels",), lambda: tuple(t.expr.label(f"_keyset_{i}") for i, t in enumerate(self.columns))
-        )
+    def part_order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
+        """The terms as they were given (direction and explicit NULL placement), reversed when
+        `backward`: ``Keyset(name, *sort.part_order_by())`` is the same sort."""
 
-    def at_keys(self, *, lead_is_null: bool = False) -> ColumnElement[bool]:
-        """True for the row at the bound keyset, by the database's own equality (a case-insensitive
-        collation or PAD SPACE agrees with the seek predicate, not with Python's ==)."""
+        def build() -> tuple[ColumnElement[Any], ...]:
+            clauses = []
+            for t in self.columns:
+                clause = t.expr.desc() if t.descending != backward else t.expr.asc()
+                if t.nulls is not None:
+                    first = (t.nulls == "first") != backward
+                    clause = clause.nulls_first() if first else clause.nulls_last()
+                clauses.append(clause)
+            return tuple(clauses)
 
-        def build() -> ColumnElement[bool]:
-            equal = [t.expr == p for t, p in zip(self.columns, self._key_params, strict=True)]
-            if lead_is_null:
-                equal[0] = self.columns[0].expr.is_(None)
-            return and_(*equal)
-
-        return self._cached(("at_keys", lead_is_null), build)
-
-    def seek(
-        self,
-        *,
-        backward: bool = False,
-        inclusive: bool = False,
-        dialect: str = "",
-        depth: int = 0,
-        first: int = 0,
-    ) -> ColumnElement[bool]:
-        """Rows after the bound keyset (`bind(keyset)`) in this order (before, when `backward`);
-        with `inclusive`, the row at the keyset too. With `depth`, only the first `depth` terms
-        are compared (a prefix position, see start_at()): every row whose prefix lies past the
-        bound one, and with `inclusive` every row that shares it. With `first`, the terms before
-        it are left out (the NULL part of a nullable first term compares the others only).
-
-        The form is chosen so that each engine reads an index range (tests/test_plans.py):
-        - a row value ``(a, b) < (:a, :b)`` where the planner understands it and every column
-          runs the same way;
-        - otherwise (and always with ``Keyset(..., seek="bounded")``) the expanded OR with a
-          leading bound on the first column,
-          ``a <= :a AND (a < :a OR (a = :a AND b < :b))``: the bound gives the range, the OR
-          only filters the rows that tie on the first column.
-        """
-        depth = depth or len(self.columns)
-        return self._cached(
-            ("seek", backward, inclusive, dialect, depth, first),
-            lambda: self._seek(backward, inclusive, dialect, depth, first),
-        )
-
-    def seek_to(self, *, dialect: str = "") -> ColumnElement[bool]:
-        """Rows at or before the keyset bound by `bind_to(keyset)` (all of it: a row's keyset), in
-        this order, under parameter names of its own: it combines with `seek()` past another
-        keyset into one index range, the rows between two keysets (see paging.iterate_ranges)."""
-        return self._cached(
-            ("seek_to", dialect),
-            lambda: self._seek(True, True, dialect, len(self.columns), 0, self._to_params),
-        )
-
-    def bind_to(self, keyset: Sequence[Any]) -> dict[str, Any]:
-        """Execution parameters that put a keyset in the clause of `seek_to`."""
-        if len(keyset) != len(self.columns):
-            raise InvalidCursor(f"a range of sort {self.name!r} ends at a whole keyset")
-        return {p.key: v for p, v in zip(self._to_params, keyset, strict=True)}
-
-    def _seek(
-        self,
-        backward: bool,
-        inclusive: bool,
-        dialect: str,
-        depth: int,
-        first: int,
-        bound: tuple[Any, ...] | None = None,
-    ) -> ColumnElement[bool]:
-        terms, values = self.columns[first:depth], (bound or self._key_params)[first:depth]
-
-        def later(
-            expr: ColumnElement[Any], descending: bool, value: Any, or_equal: bool
-        ) -> ColumnElement[bool]:
-            compared: ColumnElement[bool]
-            if descending != backward:
-                compared = expr <= value if or_equal else expr < value
-            else:
-                compared = expr >= value if or_equal else expr > value
-            return compared
-
-        same_direction = len({t.descending for t in terms}) == 1
-        row_value = self.seek_form == "auto" and dialect in _ROW_VALUE_DIALECTS
-        if row_value and same_direction and len(terms) > 1:
-            row = tuple_(*(t.expr for t in terms))
-            return later(row, terms[0].descending, tuple_(*values), inclusive)
-
-        last = len(terms) - 1
-        branches = []
-        for i, (term, value) in enumerate(zip(terms, values, strict=True)):
-            ties = [t.expr == v for t, v in zip(terms[:i], values[:i], strict=True)]
-            branches.append(and_(*ties, later(term.expr, term.descending, value, inclusive and i == last)))
-        expanded = or_(*branches)
-        if last == 0:
-            return expanded
-        return and_(later(terms[0].expr, terms[0].descending, values[0], True), expanded)
+        return self.cached(("part_order_by", backward), build)
 
     def accept(self, position: Position, *, direction: str, filters: str) -> tuple[Any, ...]:
-        """The keyset of a cursor, ready to bind; refuses one made for another sort, direction
-        or filters (CursorMismatch), or holding values the terms cannot (InvalidCursor)."""
+        """The key values of a position, ready to bind; refuses one made for another sort,
+        direction or filters (CursorMismatch), or holding values the terms cannot (InvalidCursor)."""
         if position.sort != self.name:
             raise CursorMismatch(
                 f"cursor was made for sort {position.sort!r}, not {self.name!r}: "
@@ -317,16 +176,18 @@ class Keyset:
         if position.filters != filters:
             raise CursorMismatch("cursor was made for other filters: start again from the first page")
         # Only an inclusive position (start_at(), or the way back from an empty page) may hold
-        # a prefix of the keyset; every cursor made from a row holds all of it.
+        # a prefix of the key values; every cursor made from a row holds all of them.
         n = len(position.keys)
         if not (n == len(self.columns) or (position.inclusive and 1 <= n < len(self.columns))):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
-        keyset = tuple(from_cursor(t.type, v) for t, v in zip(self.columns, position.keys, strict=False))
-        if any(misfit(t.type, v) is not None for t, v in zip(self.columns, keyset, strict=False)) or (
-            None in keyset[1:] or (keyset[0] is None and self.nulls_last is None)
+        keys = tuple(from_cursor(t.type, v) for t, v in zip(self.columns, position.keys, strict=False))
+        # None is a key value of a nullable term (a NULL of a row): a row never has it in a NOT
+        # NULL term, so a None there matches no row and the seek still reads past its place.
+        if any(
+            v is not None and misfit(t.type, v) is not None for t, v in zip(self.columns, keys, strict=False)
         ):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
-        return keyset
+        return keys
 
     def check(self, position: Position, *, direction: str, filters: str) -> None:
         """Refuse a cursor made for another sort, direction or filters (see accept())."""

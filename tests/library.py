@@ -95,7 +95,8 @@ def walk(
         page = paginate(executor, stmt, sort, limit=limit, codec=codec, after=page.next_cursor)
         accepted(page.prev_cursor, sort, BEFORE, codec)
         forward += [shape(i) for i in page.items]
-    backward, page = [], first
+    backward: list[Any] = []
+    page = first
     for _ in range(1000):
         if not page.has_previous:
             break
@@ -126,7 +127,9 @@ def statements_of(engine: Engine, run: Any) -> list[tuple[str, Any]]:
     """Run `run()` and return every (SQL, parameters) it sent to the database."""
     seen: list[tuple[str, Any]] = []
 
-    def capture(_conn, _cursor, statement, parameters, _context, _many):  # type: ignore[no-untyped-def]
+    def capture(
+        _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+    ) -> None:
         seen.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", capture)

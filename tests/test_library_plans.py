@@ -1,6 +1,12 @@
 """Read the plans of a nullable sort at depth: `shipped_at DESC NULLS LAST, id DESC` over 60,000
 rows, a third of them NULL. Every statement a page runs (in the values, in the NULLs, and across
-the boundary between them) reads one index range of about `limit + 2` entries on each engine."""
+the boundary between them) reads one index range of about `limit + 2` entries on each engine.
+
+And of a nullable *later* term without a placement, `region DESC, shipped_at DESC, id DESC` (NULLs
+where the engine puts them): the seek cannot be a row value, and its leading bound is on the
+first term only, so a page reads one index range that starts at the first row of its region and
+filters out the rows of that region before the position: at most the rows of one region (2,000
+here) plus the page, at any depth, never the rest of the table."""
 
 from __future__ import annotations
 
@@ -32,7 +38,17 @@ class Shipment(Base):
     __tablename__ = "lib_shipments"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     shipped_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    __table_args__ = (Index("ix_lib_shipments_shipped_at_id", "shipped_at", "id"),)
+    region: Mapped[int] = mapped_column(Integer)
+    __table_args__ = (
+        Index("ix_lib_shipments_shipped_at_id", "shipped_at", "id"),
+        Index("ix_lib_shipments_region_shipped_at_id", "region", "shipped_at", "id"),
+    )
+
+
+REGIONS = 30
+REGION_ROWS = ROWS // REGIONS
+# A nullable later term, NULLs the engine's way: PostgreSQL first (descending), the others last.
+BY_REGION = Keyset("region", Shipment.region.desc(), Shipment.shipped_at.desc(), Shipment.id.desc())
 
 
 RECENTLY_SHIPPED = Keyset("shipped", Shipment.shipped_at.desc().nulls_last(), Shipment.id.desc())
@@ -48,7 +64,11 @@ def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     with library_engine(request.param, tmp_path_factory.mktemp("libplans"), "libplans") as engine:
         Base.metadata.create_all(engine)
         rows = [
-            {"id": i, "shipped_at": None if i % 3 == 0 else T0 + dt.timedelta(minutes=i // 7)}
+            {
+                "id": i,
+                "shipped_at": None if i % 3 == 0 else T0 + dt.timedelta(minutes=i // 7),
+                "region": i % REGIONS,
+            }
             for i in range(1, ROWS + 1)
         ]
         with engine.begin() as conn:
@@ -62,7 +82,9 @@ def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield engine
 
 
-def plan(engine: Engine, sql: str, params: Any) -> str:
+def plan(engine: Engine, sql: str, params: Any, *, filtered: int = 10) -> str:
+    """The plan of one statement, checked to read one index range of at most `LIMIT + 2` rows
+    (plus `filtered` rows read and dropped by a filter)."""
     kind = engine.dialect.name
     with engine.connect() as conn:
         if kind == "postgresql":
@@ -75,15 +97,19 @@ def plan(engine: Engine, sql: str, params: Any) -> str:
             # A Sort over a handful of rows at the end of a part is the planner's cheap choice;
             # what must not happen is reading more of the index than the page needs.
             assert all(n["Actual Rows"] <= LIMIT + 2 for n in scans), kinds
-            assert sum(n.get("Rows Removed by Filter", 0) for n in nodes) <= 10
+            removed = sum(n.get("Rows Removed by Filter", 0) for n in nodes)
+            assert removed <= filtered, f"read and dropped {removed} rows"
             assert report[0]["Plan"]["Actual Rows"] <= LIMIT + 2
-            return " / ".join(f"{n['Node Type']}: {n['Index Cond']}" for n in scans)
+            shown = " / ".join(f"{n['Node Type']}: {n['Index Cond']}" for n in scans)
+            return f"{shown}; rows removed by filter: {removed}"
         if kind == "mysql":
             (report,) = conn.exec_driver_sql("ANALYZE FORMAT=JSON " + sql, params).one()
             tables = [n["table"] for n in plan_nodes(json.loads(report)) if "table" in n]
             for table in tables:
                 assert table["access_type"] in ("range", "ref", "ref_or_null"), table
-                assert table["r_rows"] <= LIMIT + 2, f"read {table['r_rows']} rows for a page of {LIMIT}"
+                assert table["r_rows"] <= LIMIT + 2 + filtered, (
+                    f"read {table['r_rows']} rows for a page of {LIMIT}"
+                )
                 assert "filesort" not in json.dumps(table), table
             return " / ".join(f"{t['access_type']} on {t['key']}, r_rows={t['r_rows']}" for t in tables)
         details = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
@@ -144,3 +170,46 @@ def test_a_nullable_sort_reads_index_ranges_at_depth(
         shown = plan(shipments, sql, params)
         with capsys.disabled():
             print(f"\n  [{shipments.dialect.name} {where}, {sort.seek_form}] {shown}")
+
+
+def _at(engine: Engine, sort: Keyset, offset: int) -> tuple[Any, ...]:
+    """The key values of the row at `offset` in the sort's order, as a cursor holds them."""
+    with Session(engine) as session:
+        columns = [t.expr for t in sort.columns]
+        row = session.execute(select(*columns).order_by(*sort.order_by()).offset(offset).limit(1)).one()
+    return tuple(v.replace(tzinfo=UTC) if isinstance(v, dt.datetime) and v.tzinfo is None else v for v in row)
+
+
+LATER_CASES = [
+    # Region 1 of 30 (descending: the last but one), far into it and at its start; a cursor
+    # at a NULL (PostgreSQL: the region's first rows, the others: its last).
+    ("90% deep, late in its region", REGION_ROWS * 28 + REGION_ROWS * 9 // 10, AFTER),
+    ("90% deep, backward", REGION_ROWS * 28 + REGION_ROWS * 9 // 10, BEFORE),
+    ("90% deep, early in its region", REGION_ROWS * 28 + 30, AFTER),
+]
+
+
+@pytest.mark.parametrize("sort", [BY_REGION], ids=["auto seek"])
+@pytest.mark.parametrize(("where", "offset", "direction"), LATER_CASES, ids=[c[0] for c in LATER_CASES])
+def test_a_nullable_later_term_reads_one_range_filtering_its_first_terms_ties(
+    shipments, where, offset, direction, sort, capsys
+):
+    keyset = _at(shipments, sort, offset)
+    cursor = CODEC.encode(Position(sort.name, direction, filters_fingerprint(None), keyset))
+    step = 1 if direction == AFTER else -LIMIT
+
+    def run() -> None:
+        with Session(shipments) as session:
+            page = paginate(session, select(Shipment), sort, limit=LIMIT, codec=CODEC, **{direction: cursor})
+            assert len(page.items) == LIMIT and page.has_more and page.has_previous
+            expected = session.scalars(
+                select(Shipment.id).order_by(*sort.order_by()).offset(offset + step).limit(LIMIT)
+            ).all()
+            assert [s.id for s in page.items] == expected
+
+    (sql, params), *_ = statements_of(shipments, run)
+    assert " OR " in sql and "(lib_shipments.region, " not in sql, "a nullable term: no row value"
+    # What the form costs: the rows of the cursor's region on its near side, read and dropped.
+    shown = plan(shipments, sql, params, filtered=REGION_ROWS)
+    with capsys.disabled():
+        print(f"\n  [{shipments.dialect.name} later nullable term, {where}] {shown}")

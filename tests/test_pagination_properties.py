@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from orders.models import STATUSES, Order
-from orders.sorts import KEYSETS
+from orders.data.models import STATUSES, Order
+from orders.finding.sorts import KEYSETS
 from pagination import Keyset, iterate
 
 from .fixtures import clear
