@@ -6,17 +6,63 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
+import time
+import traceback
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask
 from werkzeug.serving import make_server
+from werkzeug.wsgi import ClosingIterator
 
 if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from playwright.sync_api import Page
+
+
+class _InFlight:
+    """The WSGI app, counting the requests it is answering until their responses are closed."""
+
+    def __init__(self, app: WSGIApplication):
+        self.app = app
+        self.busy: dict[int, tuple[str, float]] = {}  # thread id: (request, monotonic start)
+        self.changed = threading.Condition()
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        thread = threading.get_ident()
+        what = f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}?{environ.get('QUERY_STRING', '')}"
+        with self.changed:
+            self.busy[thread] = (what[:160], time.monotonic())
+        try:
+            return ClosingIterator(self.app(environ, start_response), [lambda: self._done(thread)])
+        except BaseException:
+            self._done(thread)
+            raise
+
+    def _done(self, thread: int) -> None:
+        with self.changed:
+            self.busy.pop(thread, None)
+            self.changed.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: not self.busy, timeout)
+
+    def report(self) -> str:
+        """Each request still being answered: what, for how long, and where its thread is now."""
+        frames = sys._current_frames()
+        now = time.monotonic()
+        lines = []
+        for thread, (what, started) in list(self.busy.items()):
+            lines.append(f"{what} for {now - started:.1f} s, at:")
+            frame = frames.get(thread)
+            lines += traceback.format_stack(frame)[-12:] if frame else ["(thread gone)"]
+        return "\n".join(lines)
 
 
 class LiveServer:
@@ -24,7 +70,8 @@ class LiveServer:
 
     def __init__(self, app: Flask):
         self.app = app
-        self._server = make_server("127.0.0.1", 0, app, threaded=True)
+        self._requests = _InFlight(app)
+        self._server = make_server("127.0.0.1", 0, self._requests, threaded=True)
         self.url = f"http://127.0.0.1:{self._server.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -35,6 +82,19 @@ class LiveServer:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._thread.join(timeout=10)
+        # A request still being answered (a fragment the browser asked for as the test ended)
+        # holds a pooled connection: the fixture disposes of the engine next, and a connection
+        # checked in after that was left for the garbage collector ("connection deleted while
+        # still open", a browser test's error under load). Wait for them, bounded.
+        # Only the listening socket is closed: server_close() would also join the threads of
+        # kept-alive connections, which end when the browser closes them, not before.
+        # Bounded by the longest a request may legitimately take: the pool's wait, then the
+        # read timeout on the database's answer (orders/core/settings.py), and a margin.
+        config = self.app.config
+        bound = config["DATABASE_POOL_TIMEOUT_S"] + config["DATABASE_READ_TIMEOUT_MS"] / 1000 + 5
+        idle = self._requests.wait_idle(timeout=bound)
+        self._server.socket.close()
+        assert idle, f"requests still being answered {bound:.0f} s after the test:\n{self._requests.report()}"
 
 
 # --- A running deployment instead (QA): BASE_URL=http://host:port make test-browser -------------
@@ -130,9 +190,10 @@ def screen_rows(page: Page) -> list[tuple[str, int]]:
     ]
 
 
-# The top of the list area: the root's scroll-padding-top, which the sticky find bar sets to its
-# own height plus the column headers' (static/controls.js); rows "on top" sit right below them.
-INSET = "(parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0)"
+# The top of the list area: the rows' scroll-margin-top, below what the sticky find bar and the
+# column headers cover (static/js/dom.js listTop); rows "on top" sit right below them.
+INSET = "(parseFloat(getComputedStyle(document.querySelector('#rows > tr') || document.body)"
+INSET += ".scrollMarginTop) || 0)"
 # Is this row's top at the top of the list area (within 2 px)? And which row is first in view?
 ON_TOP = (
     "id => { const r = document.getElementById('order-' + id);"
@@ -157,15 +218,24 @@ def scroll_until(page: Page, rows: int) -> None:
     raise AssertionError(f"never reached {rows} rows")
 
 
+SETTLED_MS = 400
+
+
 def put_on_top(page: Page, order_id: str) -> None:
     """Scrolls so that the row is the first in view, and waits for the address bar to follow."""
     from playwright.sync_api import expect
 
-    # Again on every frame until it holds: a wheel scroll still gliding would carry it on.
+    # Again on every frame until it has held for SETTLED_MS: a wheel event the test sent earlier
+    # can still be queued (Playwright's wheel does not wait for the scroll) or gliding, and would
+    # carry the view on after one frame that held (seen in CI under load: 20 rows further).
+    page.evaluate("window.__heldSince = null")
     page.wait_for_function(
-        "id => { const r = document.getElementById('order-' + id); r.scrollIntoView({block: 'start'});"
-        f" return Math.abs(r.getBoundingClientRect().top - {INSET}) <= 1; }}",
-        arg=order_id,
+        "([id, settled]) => { const r = document.getElementById('order-' + id);"
+        f" if (Math.abs(r.getBoundingClientRect().top - {INSET}) > 1) {{"
+        " r.scrollIntoView({block: 'start'}); window.__heldSince = null; return false; }"
+        " window.__heldSince = window.__heldSince || performance.now();"
+        " return performance.now() - window.__heldSince >= settled; }",
+        arg=[order_id, SETTLED_MS],
         polling="raf",
     )
     expect(page).to_have_url(re.compile(rf"/orders\?.*#order-{order_id}$"))

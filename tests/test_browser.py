@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orders.models import Order
+from orders.data.models import Order
 
 from .helpers import BASE, add_orders, delete_orders, seed
 from .live import REMOTE_URL, ROWS, engine_of, screen_rows
@@ -135,6 +135,7 @@ def test_without_javascript_next_links_walk_everything(live, browser):
 
 
 def test_footer_is_reachable_by_wheel_end_key_and_tab(live, page: Page):
+    live.app.config["AUTO_PAGES"] = 5  # an operator's lower setting: a button asks after 5 loads
     seed(engine_of(live), 1000)
     page.goto(live.url + "/orders")
     load_more = page.get_by_role("button", name="Load more orders")
@@ -353,6 +354,7 @@ def test_screenshots_look_like_a_product(live, page: Page, tmp_path):
     page.goto(live.url + "/orders")
     page.mouse.wheel(0, 1500)
     expect(page.locator(ROWS)).not_to_have_count(20)
+    page.wait_for_function("() => !window.ordersList.busy()")  # rows on screen, not skeletons
     desktop = page.screenshot(path=tmp_path / "orders.png")
     # The list fills the middle in white; the grey page shows at the sides (72rem wide main).
     assert 0.05 < colour_share(desktop, BACKGROUND) < 0.5

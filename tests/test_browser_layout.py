@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from orders.models import CUSTOMER_MAX_LENGTH
+from orders.data.models import CUSTOMER_MAX_LENGTH
 
 from .helpers import BASE, add_orders, seed
 from .live import FIRST_IN_VIEW, REMOTE_URL, ROWS, engine_of, expect_on_top, put_on_top, scroll_until
@@ -282,3 +282,47 @@ def test_open_shows_the_list_at_a_url_with_the_row_on_top_in_one_request(live, p
     page.go_back()
     expect(page).not_to_have_url(re.compile(rf"#order-{target_id}$"))
     expect(page.locator(ROWS).first).to_be_attached()
+
+
+# The roles in Chromium's accessibility tree (what a screen reader is told): the table, its column
+# headers, and the first data row with its children.
+def ax_roles(page: Page) -> dict[str, list[str]]:
+    cdp = page.context.new_cdp_session(page)
+    tree = cdp.send("Accessibility.getFullAXTree")["nodes"]
+    by_id = {n["nodeId"]: n for n in tree}
+    roles: dict[str, list[str]] = {}
+    for n in tree:
+        if not n.get("ignored") and n.get("role", {}).get("value") in ("table", "columnheader"):
+            roles.setdefault(n["role"]["value"], []).append(n.get("name", {}).get("value", ""))
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    row_id = page.locator(ROWS).first.get_attribute("id")
+    found = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f"#{row_id}"})["nodeId"]
+    backend = cdp.send("DOM.describeNode", {"nodeId": found})["node"]["backendNodeId"]
+    row = next(n for n in tree if n.get("backendDOMNodeId") == backend)
+    roles["row"] = [row["role"]["value"]]
+    roles["cells"] = [by_id[c]["role"]["value"] for c in row.get("childIds", []) if c in by_id]
+    cdp.detach()
+    return roles
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["table", "cards"])
+def test_block_rows_are_still_a_table_to_a_screen_reader(live, browser, width):
+    """Rows are laid out as grids, not as a table (docs/scroll.md): the roles keep the semantics."""
+    seed(engine_of(live), 60)
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+    roles = ax_roles(page)
+    assert len(roles.get("table", [])) == 1, roles
+    assert roles["row"] == ["row"] and roles["cells"] == ["cell"] * 5, roles
+    if width > 900:  # the cards hide the header row (each card is read cell by cell)
+        names = [name.lower() for name in roles["columnheader"]]
+        assert names == ["order", "customer", "amount", "status", "created"], roles
+    # Chromium keeps a table's semantics whatever its display; browsers that drop them (WebKit
+    # did) have the roles in the markup to go by.
+    rows = page.locator(ROWS).count()
+    in_roles = "#orders[role=table] > tbody[role=rowgroup] > tr[role=row][data-id]"
+    assert page.locator(in_roles).count() == rows
+    assert page.locator("#orders > thead[role=rowgroup] > tr[role=row] > th[role=columnheader]").count() == 5
+    context.close()

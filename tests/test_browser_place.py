@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orders.models import Order
+from orders.data.models import Order
 
 from .helpers import delete_orders, seed
 from .live import (

@@ -25,8 +25,19 @@ export function fromTemplate(id) {
   return document.getElementById(id).content.firstElementChild.cloneNode(true);
 }
 
-export function announce(text) {
-  var live = document.getElementById("announcer");
+// The top of the list area: the rows' scroll-margin-top (app.css: below the sticky find bar and
+// column headers, whatever part of them is shown now; 0 without them). scrollIntoView honours it.
+// Not the root's scroll-padding-top: with it, focusing a control in the sticky bar scrolled the
+// list (the bar lies inside the padding, so the browser "revealed" it by scrolling up).
+export function listTop() {
+  var row = body() && body().firstElementChild;
+  return row ? parseFloat(getComputedStyle(row).scrollMarginTop) || 0 : 0;
+}
+
+// Says `text` in the live region `id` (default: the list's; the find bar has its own, so that
+// "20 earlier orders loaded" does not overwrite what a go-to did).
+export function announce(text, id) {
+  var live = document.getElementById(id || "announcer");
   if (!live) return;
   live.textContent = "";
   // A fresh text node after a tick makes screen readers announce repeated messages too.

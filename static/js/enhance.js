@@ -1,5 +1,5 @@
-// Small enhancements, each on its own: local times, the "go to" form's time zone. None of them
-// knows how the scroll window works; the list works without them.
+// Local times: the server writes UTC, the reader sees their own zone. It does not know how the
+// scroll window works; the list works without it.
 import { onNewRows } from "./scroll-window.js";
 
 var timeFormat = new Intl.DateTimeFormat(undefined, {
@@ -23,21 +23,4 @@ export function start() {
   // layout), not in a later task that would lay the table out again.
   onNewRows(function (root) { localizeTimes(root.querySelectorAll ? root : document); });
   localizeTimes(document);
-
-  // "Go to" a date and time: the list shows times in the reader's zone, so the server is told
-  // the zone's offset at that date (without JavaScript, both are UTC).
-  document.addEventListener("submit", function (evt) {
-    var form = evt.target;
-    if (!form.matches || !form.matches("form.jump")) return;
-    var when = form.querySelector('input[type="datetime-local"]');
-    var old = form.querySelector('input[name="tz"]');
-    if (old) old.remove();
-    if (!when || !when.value) return;
-    var tz = document.createElement("input");
-    tz.type = "hidden";
-    tz.name = "tz";
-    tz.value = String(new Date(when.value).getTimezoneOffset());
-    form.appendChild(tz);
-  });
-  // Sort and status: static/controls.js (applied by Apply, or on a pointer's choice only).
 }

@@ -24,10 +24,11 @@
 //   busy()              true while a load of rows is in flight
 //   firstVisibleRow()   the <tr> of the first row in view
 //   refresh()           re-reads the list area's top inset after sticky controls changed height
-// "The top of the list area" is the root's scroll-padding-top (0 unless sticky controls set it).
+// "The top of the list area" is the rows' scroll-margin-top (dom.js listTop(); 0 unless sticky
+// controls set it).
 // Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
 // view or the address changes, "orders:opened" {row, url} after open().
-import { ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, table } from "./dom.js";
+import { ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, table } from "./dom.js";
 
 var loads = new Map();        // control row (#more / #less) -> the load it started
 var requesting = new Set();   // elements whose list load is under way (aria-busy; no drops)
@@ -56,9 +57,7 @@ function controlRow(elt) { return elt && elt.closest ? elt.closest("#more, #less
 
 var insetPx = null;
 function inset() {
-  if (insetPx === null) {
-    insetPx = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
-  }
+  if (insetPx === null) insetPx = listTop();
   return insetPx;
 }
 export function refresh() { insetPx = null; }
@@ -157,7 +156,7 @@ export function land(id) {
 function settleLanding() {
   var row = landing && document.getElementById("order-" + landing);
   if (!row) { landing = null; return; }
-  row.scrollIntoView({ block: "start" });  // honours scroll-padding-top
+  row.scrollIntoView({ block: "start" });  // honours the row's scroll-margin-top (the list's top)
   if (Math.abs(row.getBoundingClientRect().top - inset()) <= 1) landing = null;
 }
 function goToNamedRow() {
@@ -338,6 +337,11 @@ document.addEventListener("htmx:beforeSwap", function (evt) {
   }
   // Writes: the drops now, htmx's swap right after; no layout in between.
   if (plan) applyDrops(plan);
+  // htmx walks every element of what it swaps out (two events each, 250 per sentinel): the
+  // skeleton's bars go first, natively. The skeleton keeps its set height (app.css), so
+  // nothing moves, not even for a reader of layout between here and the swap.
+  var skeleton = detail.target.querySelector(".skeleton");
+  if (skeleton) skeleton.replaceChildren();
 });
 
 document.addEventListener("htmx:afterSwap", function (evt) {

@@ -1,41 +1,35 @@
-// The find bar (templates/orders.html; docs/finding.md): sticky controls that know their height,
-// Top and End (and the Home/End keys), "go to" that lands exactly on its row, sort and status
-// that never navigate on a keyboard change, and where the reader is. It uses only the scroll
-// window's API (window.ordersList: open, land, refresh; the "orders:place" event); without
-// JavaScript every control is a plain link or GET form.
-var list = window.ordersList;
+// The find bar (templates/orders.html; docs/finding.md): sticky controls that know their height
+// and tuck away while the reader scrolls down, Top and End (and the Home/End keys), "go to" that
+// lands exactly on its row, sort and status that never navigate on a keyboard change, and where
+// the reader is. It uses only the scroll window's API (open, land, refresh, firstVisibleRow; the
+// "orders:place" event); without JavaScript every control is a plain link or GET form.
+import { announce as say, listTop as inset } from "./dom.js";
+import { api as list } from "./scroll-window.js";
+
 // Looked up each time: htmx's history restore (Back) puts a new copy of the bar in the page.
 function findBar() { return document.getElementById("find-bar"); }
-
-function announce(text) {
-  var live = document.getElementById("find-status");
-  if (!live) return;
-  live.textContent = "";
-  setTimeout(function () { live.textContent = text; }, 50);
-}
+function announce(text) { say(text, "find-status"); }
 
 // --- Sticky: the list area starts below the bar and the column headers ------------------------
 
-function inset() {
-  return parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
-}
 function measure() {
   var bar = findBar();
   if (!bar) return;
   var root = document.documentElement;
   // The row first in view keeps its place below the bar when the bar changes height (it is in
   // the page's flow: a wrap, a message, the position shown would push the rows).
-  var anchor = list && window.scrollY > 0 ? list.firstVisibleRow() : null;
+  var anchor = window.scrollY > 0 ? list.firstVisibleRow() : null;
   var before = anchor ? anchor.getBoundingClientRect().top - inset() : 0;
   // Fractional heights: rounded ones put a landed row a pixel or two under the headers.
   root.style.setProperty("--find-bar-h", bar.getBoundingClientRect().height + "px");
   var head = document.querySelector("#orders thead");
   var headHeight = head && getComputedStyle(head).display !== "none" ? head.getBoundingClientRect().height : 0;
   root.style.setProperty("--find-head-h", headHeight + "px");
-  // Inline on the root too (htmx never swaps <html>): the top of the list area holds while a
-  // restored page's stylesheet is still being applied.
-  root.style.scrollPaddingTop = "calc(var(--find-bar-h) + var(--find-head-h))";
-  if (list) list.refresh();
+  // Tucked, the bar keeps its last line (where the reader is) in view; the rest goes above.
+  var place = bar.querySelector(".find-place");
+  var tuck = place ? place.getBoundingClientRect().top - bar.getBoundingClientRect().top - 4 : 0;
+  root.style.setProperty("--find-tuck", Math.max(0, tuck) + "px");
+  list.refresh();
   if (anchor && anchor.isConnected) {
     var shift = anchor.getBoundingClientRect().top - inset() - before;
     if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
@@ -49,6 +43,60 @@ function watchBar() {
 }
 watchBar();
 document.addEventListener("htmx:historyRestore", watchBar);
+
+// --- Tucked while the reader scrolls down, back when they scroll up --------------------------
+// Decided by the reader's own input (wheel, finger, keys), never by a scroll the script made
+// (landing on a row, keeping the place while rows arrive above), so the bar does not flicker
+// while rows load. Focus in the bar (Tab, a click) or "/" (the search box) bring it back first,
+// so nothing focused is ever out of view and focusing scrolls nothing.
+function tucked(yes) {
+  var root = document.documentElement;
+  // Only on the list: an order's page (boosted, same <html>) leaves the state for Back to find.
+  if (!findBar()) return;
+  if (yes && window.scrollY <= 0) yes = false;
+  if (root.classList.contains("bar-tucked") === yes) return;
+  root.classList.toggle("bar-tucked", yes);
+  // Inline as well (htmx never swaps <html>): it holds while a restored page's sheets load.
+  root.style.setProperty("--tuck", yes ? "var(--find-tuck)" : "0px");
+  list.refresh();
+}
+window.addEventListener("wheel", function (evt) {
+  if (evt.deltaY) tucked(evt.deltaY > 0 && !evt.ctrlKey);
+}, { passive: true });
+var touchY = null;
+window.addEventListener("touchstart", function (evt) { touchY = evt.touches[0].clientY; }, { passive: true });
+window.addEventListener("touchmove", function (evt) {
+  var y = evt.touches[0].clientY;
+  if (touchY !== null && Math.abs(y - touchY) > 8) { tucked(y < touchY); touchY = y; }
+}, { passive: true });
+var DOWN = { ArrowDown: 1, PageDown: 1, End: 1, j: 1, " ": 1 };
+var UP = { ArrowUp: 1, PageUp: 1, Home: 1, k: 1 };
+document.addEventListener("keydown", function (evt) {
+  if (inField(evt.target) || evt.altKey || evt.ctrlKey || evt.metaKey) return;
+  if (evt.key === "/") {
+    var search = findBar() && findBar().querySelector('form.search input[name="q"]');
+    if (search) { evt.preventDefault(); tucked(false); search.focus(); }
+    return;
+  }
+  if (DOWN[evt.key] && !(evt.key === " " && evt.shiftKey)) tucked(true);
+  else if (UP[evt.key] || (evt.key === " " && evt.shiftKey)) tucked(false);
+});
+// Focus on a control of the tucked bar (Tab, Shift+Tab, a script's focus()): Chromium scrolls
+// the page to bring the control into view before focusin is dispatched (545 px on a phone, and
+// for a sticky bar that does not even reveal it). Bringing the bar back reveals it; the page goes
+// back to where the reader had it, as the last scroll event saw it (the focus's own scroll event
+// comes a frame later), before anything is painted.
+var readerY = window.scrollY;
+document.addEventListener("focusin", function (evt) {
+  if (!(evt.target.closest && evt.target.closest("#find-bar"))) return;
+  var wasTucked = document.documentElement.classList.contains("bar-tucked");
+  tucked(false);
+  if (wasTucked && window.scrollY !== readerY) window.scrollTo(window.scrollX, readerY);
+});
+window.addEventListener("scroll", function () {
+  readerY = window.scrollY;
+  if (window.scrollY <= 0) tucked(false);
+}, { passive: true });
 
 // --- The row a go to landed on: highlighted, focused, announced ---------------------------------
 
@@ -68,19 +116,31 @@ function mark(row, why) {
 // Opens `url` in place (one request) and returns what open() resolves to; failures are shown
 // by the caller.
 function openList(url, options) {
-  if (!list) { location.href = url; return Promise.reject(new Error("no scroll window")); }
+  tucked(false);
   return list.open(url, options || {});
+}
+
+// A date (and time) typed in the reader's zone: the server is told that zone's offset from UTC
+// on that day, as Date.getTimezoneOffset gives it (without JavaScript both are UTC).
+function zoneOffset(value) {
+  var m = /^\s*([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2}))?/.exec(value);
+  if (!m) return null;
+  var when = new Date(+m[1], +m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0));
+  return isNaN(when) ? null : when.getTimezoneOffset();
 }
 
 // --- Go to: the exact row at the top of the list area, the value kept, an inline message ------
 
 document.addEventListener("submit", function (evt) {
   var form = evt.target;
-  if (!list || !form.matches || !form.matches("form.jump")) return;
+  if (!form.matches || !form.matches("form.jump")) return;
   evt.preventDefault();
   var input = form.querySelector('[name="to"]');
   var message = document.getElementById("jump-message");
-  var url = form.action + "?" + new URLSearchParams(new FormData(form)).toString();
+  var args = new URLSearchParams(new FormData(form));
+  var offset = input.hasAttribute("data-local-time") ? zoneOffset(input.value) : null;
+  if (offset !== null) args.set("tz", String(offset));
+  var url = form.action + "?" + args.toString();
   input.removeAttribute("aria-invalid");
   message.textContent = "";
   openList(url, { focus: true }).then(function (result) {
@@ -89,16 +149,41 @@ document.addEventListener("submit", function (evt) {
   }, function (err) {
     input.setAttribute("aria-invalid", "true");
     message.textContent = err.status === 400 ? err.message : "Could not go there: " + err.message;
-    input.focus();
+    input.focus({ preventScroll: true });
   });
 });
 
 // --- Top and End (and the Home / End keys when focus is not in a field) -----------------------
 
+// The footer at any depth, in one action: the rows below stop loading by themselves (else they
+// would arrive above the footer and push it away); their sentinel becomes a "Load more orders"
+// button, and the footer comes into view with the focus (its links are the next Tab).
+function toFooter() {
+  var more = document.getElementById("more");
+  var prefetch = more && more.querySelector(".prefetch");
+  if (prefetch && !more.classList.contains("is-loading")) {
+    prefetch.remove();  // htmx's intersection observer goes with it
+    more.classList.add("paused");
+    document.dispatchEvent(new CustomEvent("orders:rows-changed"));
+    var next = more.querySelector(".next-link");
+    next.textContent = "Load more orders";
+    next.classList.add("button");
+    next.addEventListener("click", function (evt) {
+      evt.preventDefault();
+      more.classList.remove("paused");
+      htmx.ajax("GET", next.getAttribute("href"), { source: more, target: more, swap: "outerHTML" });
+    });
+  }
+  var footer = document.getElementById("site-footer");
+  footer.scrollIntoView({ block: "end" });
+  footer.focus({ preventScroll: true });
+}
+
 function goEnd(which) {
   var bar = findBar();
   var link = bar && bar.querySelector('[data-find="' + which + '"]');
   if (!link) return;
+  if (which === "footer") { toFooter(); return; }
   openList(link.href, { focus: false }).then(function (result) {
     if (which === "top") {
       announce("The first orders of the list.");
@@ -117,7 +202,7 @@ function goEnd(which) {
 }
 document.addEventListener("click", function (evt) {
   var link = evt.target.closest && evt.target.closest("#find-bar [data-find]");
-  if (!link || !list || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey) return;
+  if (!link || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey) return;
   evt.preventDefault();
   goEnd(link.dataset.find);
 });
@@ -183,21 +268,18 @@ function initial(name) {
   var plain = name.normalize("NFKD").replace(/\p{M}/gu, "").trim();
   return plain ? plain[0].toUpperCase() : "";
 }
+// The cell and how it is shown come from the server (orders/finding/jump.py GOTO_FIELDS, by the sort's
+// go-to kind), rendered on the bar.
 function showPosition(row) {
   var position = positionBox(), bar = findBar();
   if (!position || !row || !bar) return;
-  var kind = bar.dataset.goto;
+  var cell = row.querySelector("td." + bar.dataset.positionCell);
+  var shown = bar.dataset.positionShown;
   var text = "";
-  if (kind === "datetime") {
-    var time = row.querySelector("time[datetime]");
-    if (time) text = "around " + dayFormat.format(new Date(time.getAttribute("datetime")));
-  } else if (kind === "amount") {
-    var amount = row.querySelector("td.amount");
-    if (amount) text = "at " + amount.textContent.trim();
-  } else {
-    var customer = row.querySelector("td.customer");
-    if (customer) text = "at " + initial(customer.textContent) + "…";
-  }
+  var time = cell && cell.querySelector("time[datetime]");
+  if (shown === "day" && time) text = "around " + dayFormat.format(new Date(time.getAttribute("datetime")));
+  else if (shown === "initial" && cell) text = "at " + initial(cell.textContent) + "…";
+  else if (cell) text = "at " + cell.textContent.trim();
   position.textContent = text;
   position.hidden = !text;
 }
@@ -207,12 +289,12 @@ document.addEventListener("orders:opened", function (evt) { showPosition(evt.det
 // Opened at a named row (reload, shared link after a go to): mark it too.
 (function markNamed() {
   var match = /^#order-(\d+)$/.exec(location.hash);
-  if (!match) { if (list) showPosition(list.firstVisibleRow()); return; }
+  if (!match) { showPosition(list.firstVisibleRow()); return; }
   var row = document.getElementById("order-" + match[1]);
   if (!row) return;
   row.classList.add("is-target");
   showPosition(row);
   // The scroll window landed it before the bar was measured (this module runs after it): again,
   // now that the top of the list area is known.
-  if (list) list.land(match[1]);
+  list.land(match[1]);
 })();

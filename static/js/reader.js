@@ -1,0 +1,130 @@
+// The rows as a feed, for keys and thumbs (docs/scroll.md, "Keyboard like a feed"):
+//   keys     with focus in the list, j/k and the arrow keys move focus row to row (the sentinels
+//            load and drop rows as the focus goes), Enter opens the focused row, Page Up/Down
+//            move a screenful and focus the row then on top
+//   a tap    anywhere on a card (phones: rows are cards below 52rem) opens that order; a long
+//            press still selects text (a click that ends a selection opens nothing)
+//   focus    never left on <body>: Back from an order focuses the row that was opened, and
+//            "N new orders · show" opens the list in place with focus on its first row
+//   footer   html.rows-below while rows are still to come below (app.css hides the footer)
+// It uses the scroll window's API only (open, firstVisibleRow; "orders:loaded").
+import { ROWS, body, isRow, listTop } from "./dom.js";
+import { api as list } from "./scroll-window.js";
+
+var OPENED = "reader-opened";  // sessionStorage: the row whose order the reader opened last
+var NEXT = { j: 1, ArrowDown: 1 };
+var PREVIOUS = { k: 1, ArrowUp: 1 };
+var pending = 0;  // a move asked for past the last row loaded: done when rows arrive
+
+function rowOf(el) {
+  var row = el && el.closest ? el.closest(ROWS) : null;
+  return row && row.parentElement === body() ? row : null;
+}
+function sibling(row, step) {
+  var el = step > 0 ? row.nextElementSibling : row.previousElementSibling;
+  while (el && !isRow(el)) el = step > 0 ? el.nextElementSibling : el.previousElementSibling;
+  return el;
+}
+
+// Focus on `row`, scrolled just enough to show it whole below the sticky bar (one read, one write).
+function focusRow(row) {
+  var box = row.getBoundingClientRect(), top = listTop();
+  var by = box.top < top ? Math.floor(box.top - top) : box.bottom > window.innerHeight ? Math.ceil(box.bottom - window.innerHeight) : 0;
+  if (by) window.scrollBy(0, by);
+  row.focus({ preventScroll: true });
+}
+
+// `steps` rows on (negative: back). Presses past the rows loaded are kept (pending) and done
+// when the rows arrive: bringing the sentinel into view loads them.
+function move(row, steps) {
+  var dir = steps > 0 ? 1 : -1, target = row, next;
+  while (steps && (next = sibling(target, dir))) { target = next; steps -= dir; }
+  pending = steps;
+  if (target !== row) focusRow(target);
+  if (!steps) return;
+  var control = dir > 0 ? row.parentElement.lastElementChild : row.parentElement.firstElementChild;
+  if (!control || isRow(control)) { pending = 0; return; }  // the end of the list
+  window.scrollBy(0, dir * target.getBoundingClientRect().height);
+}
+document.addEventListener("orders:loaded", function (evt) {
+  var active = rowOf(document.activeElement);
+  if (!pending || !active || (evt.detail.up !== (pending < 0))) return;
+  move(active, pending);
+});
+
+function screenful(step) {
+  window.scrollBy(0, step * Math.max(1, window.innerHeight - listTop() - 48));
+  var row = list.firstVisibleRow();
+  if (row) row.focus({ preventScroll: true });
+}
+
+document.addEventListener("keydown", function (evt) {
+  if (evt.altKey || evt.ctrlKey || evt.metaKey || evt.shiftKey) return;
+  var row = rowOf(evt.target);
+  if (!row) return;
+  var onLink = evt.target !== row;
+  if (NEXT[evt.key] || PREVIOUS[evt.key]) {
+    evt.preventDefault();
+    var dir = NEXT[evt.key] ? 1 : -1;
+    move(row, pending && (pending > 0) === (dir > 0) ? pending + dir : dir);
+  } else if (evt.key === "PageDown" || evt.key === "PageUp") {
+    evt.preventDefault();
+    screenful(evt.key === "PageDown" ? 1 : -1);
+  } else if (evt.key === "Enter" && !onLink) {
+    evt.preventDefault();
+    var link = row.querySelector("a[href]");
+    if (link) link.click();
+  }
+});
+
+// A tap on a card, anywhere: its order. Not on desktop rows (a table's cells are for reading and
+// selecting), not on a link or button (they do their own), not when the click ends a selection.
+var cards = window.matchMedia("(max-width: 52rem)");
+document.addEventListener("click", function (evt) {
+  var row = rowOf(evt.target);
+  if (!row) return;
+  var link = row.querySelector("a[href]");
+  if (link && evt.target.closest("a[href], button") === link) remember(row);
+  if (!cards.matches || evt.target.closest("a[href], button") || evt.button !== 0) return;
+  var selection = window.getSelection();
+  if (selection && !selection.isCollapsed && row.contains(selection.anchorNode)) return;
+  if (link) { remember(row); link.click(); }
+});
+
+function remember(row) {
+  try { sessionStorage.setItem(OPENED, row.dataset.id); } catch (e) { /* no storage: no focus back */ }
+}
+// Back from an order: the row that was opened, else the first row in view, has the focus.
+function focusReturned() {
+  var id = null;
+  try { id = sessionStorage.getItem(OPENED); sessionStorage.removeItem(OPENED); } catch (e) { return; }
+  if (!id || !body()) return;
+  var row = document.getElementById("order-" + id) || list.firstVisibleRow();
+  if (row && isRow(row)) row.focus({ preventScroll: true });
+}
+document.addEventListener("htmx:historyRestore", focusReturned);
+
+// "N new orders · show": the list at its top in place (one request), focus on its first row.
+document.addEventListener("click", function (evt) {
+  var banner = evt.target.closest && evt.target.closest("#new-orders a.banner");
+  if (!banner || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey) return;
+  evt.preventDefault();
+  list.open(banner.href, { focus: true }).catch(function () { location.href = banner.href; });
+});
+
+// html.rows-below while a sentinel waits below the rows (app.css hides the footer meanwhile):
+// checked once per batch of changes to the list, whichever part made them.
+function rowsBelow() {
+  var last = body() && body().lastElementChild;
+  var below = !!last && last.matches(".sentinel:not(.paused)");
+  document.documentElement.classList.toggle("rows-below", below);
+}
+document.addEventListener("orders:rows-changed", rowsBelow);
+
+export function start() {
+  // The body, not <main>: htmx swaps what is inside the body (Back, boosted links), not the body.
+  new MutationObserver(rowsBelow).observe(document.body, { childList: true, subtree: true });
+  rowsBelow();
+  var nav = performance.getEntriesByType && performance.getEntriesByType("navigation")[0];
+  if (nav && nav.type === "back_forward") focusReturned();
+}
