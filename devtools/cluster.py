@@ -182,8 +182,8 @@ def cluster(
 def seed(dbs: Databases, rows: int) -> None:
     from sqlalchemy.orm import Session
 
-    from orders.db import make_engine
-    from orders.seed import seed_orders
+    from orders.data.db import make_engine
+    from orders.data.seed import seed_orders
 
     engine = make_engine(dbs.primary_url)
     try:

@@ -158,11 +158,15 @@ class Readers(Load):
     walks: list[list[int]] = field(default_factory=list)
     spans: list[tuple[float, float]] = field(default_factory=list)
     nodes: Counter[str] = field(default_factory=Counter)  # Server-Timing's db name per page
+    # Each walk's pages as Server-Timing's db description ("replica2 0/3000060") and row count:
+    # where a walk that went wrong read what.
+    trails: list[list[str]] = field(default_factory=list)
 
     def _run(self, index: int) -> None:
         http = requests.Session()
         while not self._stop.is_set():
             ids: list[int] = []
+            trail: list[str] = []
             started = time.monotonic()
             cursor: str | None = None
             while not self._stop.is_set():
@@ -180,13 +184,16 @@ class Readers(Load):
                     continue  # the same page again: a reader retries what failed
                 body = response.json()
                 timing = response.headers.get("Server-Timing", "")
+                where = timing.partition('desc="')[2].partition('"')[0]
                 with self._lock:
-                    self.nodes[timing.partition('desc="')[2].split(" ")[0].rstrip('"')] += 1
+                    self.nodes[where.split(" ")[0]] += 1
                 ids += [int(item["id"]) for item in body["items"]]
+                trail.append(f"{where} {len(body['items'])} at {time.monotonic() - started:.2f} s")
                 cursor = body["next_cursor"]
                 if cursor is None:
                     with self._lock:
                         self.walks.append(ids)
+                        self.trails.append(trail)
                         self.spans.append((started, time.monotonic()))
                     break
                 time.sleep(self.pause)

@@ -1,15 +1,19 @@
 """The production front as docs/operations.md starts it: haproxy with deploy/haproxy.cfg before
-gunicorn, configured by FRONT_BIND, APP_SERVER and APP_MAXCONN (haproxy reads them itself).
+gunicorn, configured by FRONT_BIND, APP_SERVER, APP_MAXCONN and EXPORT_MAXCONN (haproxy reads
+them itself); and the recipe's generated lines, the front's own answers, made from the app's
+error table (`python -m devtools.front --write`).
 
     with front("127.0.0.1:8001", maxconn=4, log_path=...) as base: ...  # base: http://127.0.0.1:PORT
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -19,6 +23,81 @@ from .gunicorn import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "deploy" / "haproxy.cfg"
+
+
+BEGIN, END = "    # generated: begin (python -m devtools.front --write)\n", "    # generated: end\n"
+# The longest URL the front passes on: gunicorn's request line is at most 8190 bytes
+# (limit_request_line in gunicorn.conf.py), and no cursor is near this long.
+MAX_URL = 8000
+
+
+def _answer(code: str, message: str, condition: str, extra: str = "") -> str:
+    """An `http-request return` of the app's JSON error `code` (status and headers from ERRORS)."""
+    from orders.core.errors import ERRORS
+
+    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":"))
+    quoted = body.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        f"    http-request return status {ERRORS[code].status} content-type application/json "
+        f'string "{quoted}"{extra} if {condition}\n'
+    )
+
+
+def generated_rules() -> str:
+    """The recipe's lines between the markers: every answer the front gives itself, in the app's
+    JSON error format (orders/core/errors.py) with its headers, and the body limit of orders/core/settings.py.
+    Order matters: the token's presence is checked before any body is waited for."""
+    from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
+    from orders.core.settings import MAX_BODY_BYTES
+
+    assert ERRORS["unauthorized"].headers == ("WWW-Authenticate",)
+    assert ERRORS["unavailable"].headers == ("Retry-After",)
+    limit = MAX_BODY_BYTES
+    too_large = f"the body is larger than {limit} bytes"
+    unavailable = json.dumps(
+        {"error": {"code": "unavailable", "message": "no app server is free; retry in a few seconds"}},
+        separators=(",", ":"),
+    ).replace('"', '\\"')
+    return "".join(
+        [
+            "    # Bodies announced larger than the app takes: refused before a byte of them is read.\n",
+            _answer("payload_too_large", too_large, f"{{ req.hdr_val(content-length) gt {limit} }}"),
+            "    # A write without a bearer token is refused before its body is waited for: without a\n",
+            "    # token nobody can make the front hold a body (which token is valid, the app decides).\n",
+            _answer(
+                "unauthorized",
+                "writes need an Authorization: Bearer <token> header",
+                "write !bearer",
+                ' hdr WWW-Authenticate "Bearer"',
+            ),
+            "    # The whole body before a server is chosen (it fits one buffer: tune.bufsize), or 408\n",
+            "    # after 10 s: a slow body is held here, never by a gunicorn thread.\n",
+            "    http-request wait-for-body time 10s if write\n",
+            "    # A chunked body announces no length: counted once it is in.\n",
+            _answer("payload_too_large", too_large, f"{{ req.body_size gt {limit} }}"),
+            "    # gunicorn's request line is at most 8190 bytes: a longer URL (a 10 KB cursor) gets the\n",
+            "    # app's JSON error here instead of gunicorn's HTML 414.\n",
+            _answer(
+                "invalid_cursor",
+                f"the URL is longer than {MAX_URL} bytes: no cursor is that long",
+                f"{{ url,length gt {MAX_URL} }}",
+            ),
+            "    # The front's own 503 (no gunicorn thread free within `timeout queue`): the app's.\n",
+            f"    http-error status {ERRORS['unavailable'].status} content-type application/json "
+            f'hdr Retry-After {RETRY_AFTER_SECONDS} string "{unavailable}"\n',
+        ]
+    )
+
+
+def written_rules(text: str) -> str:
+    """The lines between the markers of the recipe's `text`."""
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def write_rules() -> None:
+    text = RECIPE.read_text()
+    head, tail = text.split(BEGIN, 1)[0], text.split(END, 1)[1]
+    RECIPE.write_text(f"{head}{BEGIN}{generated_rules()}{END}{tail}")
 
 
 class FrontUnavailable(RuntimeError):
@@ -34,16 +113,25 @@ def haproxy_command() -> list[str]:
     return [binary, "-db", "-f", str(RECIPE)]
 
 
+def export_slots(maxconn: int) -> int:
+    """How many of gunicorn's `maxconn` threads the front gives exports: a quarter, at least one."""
+    return max(1, maxconn // 4)
+
+
 @contextmanager
-def front(app_server: str, *, maxconn: int, log_path: Path) -> Iterator[str]:
-    """haproxy on a free loopback port in front of `app_server` (host:port); yields its base URL
-    once it accepts connections. Stops exactly the process it started."""
+def front(app_server: str, *, maxconn: int, log_path: Path, exports: int | None = None) -> Iterator[str]:
+    """haproxy on a free loopback port in front of `app_server` (host:port) whose gunicorn has
+    `maxconn` threads, `exports` of them (default export_slots) for CSV exports; yields its base
+    URL once it accepts connections. Stops exactly the process it started."""
     port = free_port()
+    exports = export_slots(maxconn) if exports is None else exports
+    assert 0 < exports < maxconn, "the list needs threads of its own, and exports at least one"
     env = {
         **os.environ,
         "FRONT_BIND": f"127.0.0.1:{port}",
         "APP_SERVER": app_server,
-        "APP_MAXCONN": str(maxconn),
+        "APP_MAXCONN": str(maxconn - exports),
+        "EXPORT_MAXCONN": str(exports),
     }
     with log_path.open("w") as log:
         process = subprocess.Popen(haproxy_command(), env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -58,3 +146,10 @@ def front(app_server: str, *, maxconn: int, log_path: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process(process, timeout=10)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write_rules()
+    else:
+        print(generated_rules(), end="")

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,15 +19,53 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Ports come from below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range),
+# which it uses for port 0 and for every outgoing connection's own end, so a port handed out here
+# is not taken by the kernel before its server binds it. The range is cut into one slice per
+# pytest-xdist worker (PYTEST_XDIST_WORKER, "gw0", "gw1", ...) so two test processes never pick the
+# same port; inside a process each is handed out once per pass over the slice (a cluster asks for
+# several before any is bound: a node's PostgreSQL once got another node's REST port).
+_LOWEST_PORT = 10000
+_SLICES = 8
+
+
+def _ephemeral_start() -> int:
+    with suppress(OSError, ValueError):
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    return 32768
+
+
+def _my_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % _SLICES if worker.isdigit() else 0
+    size = (_ephemeral_start() - _LOWEST_PORT) // _SLICES
+    return range(_LOWEST_PORT + index * size, _LOWEST_PORT + (index + 1) * size)
+
+
+_SLICE = _my_slice()
+_next = _SLICE.start + os.getpid() % len(_SLICE)  # two runs side by side start apart
+_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, from this process's slice, handed out once per
+    pass over it."""
+    global _next
+    with _LOCK:
+        for _ in range(len(_SLICE)):
+            port = _next
+            _next = _SLICE.start + (_next - _SLICE.start + 1) % len(_SLICE)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    raise OSError(f"no free loopback port in {_SLICE.start}-{_SLICE.stop - 1}")
 
 
-def _healthy(base: str) -> bool:
-    with suppress(OSError), urllib.request.urlopen(f"{base}/healthz", timeout=2) as response:
+def _healthy(base: str, path: str = "/healthz") -> bool:
+    with suppress(OSError), urllib.request.urlopen(f"{base}{path}", timeout=2) as response:
         return bool(response.status == 200)
     return False
 
@@ -40,17 +79,22 @@ def gunicorn(
     threads: int = 1,
     env: dict[str, str] | None = None,
     app: str = "app:create_app()",
+    ready_path: str = "/healthz",
+    worker_class: str | None = None,
 ) -> Iterator[tuple[str, psutil.Process]]:
     """Serve `app` (a gunicorn app spec) on `database_url`; yield (base URL, master process) once
-    /healthz answers and every worker is up. Stops exactly the processes started here, also on
+    `ready_path` (/healthz) answers and every worker is up; `worker_class` overrides
+    gunicorn.conf.py's. Stops exactly the processes started here, also on
     failure: the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
     port = free_port()
-    environment = {**os.environ, "DATABASE_URL": database_url, **(env or {})}
-    environment.pop("APP_ENV", None)
+    # The caller's APP_ENV only (the production recipe's tests pass one), never the shell's.
+    inherited = {k: v for k, v in os.environ.items() if k != "APP_ENV"}
+    environment = {**inherited, "DATABASE_URL": database_url, **(env or {})}
     command = [
         sys.executable, "-m", "gunicorn",
         "--workers", str(workers), "--threads", str(threads),
         "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
+        *(["--worker-class", worker_class] if worker_class else []),
         app,
     ]  # fmt: skip
     with log_path.open("w") as log:
@@ -58,13 +102,13 @@ def gunicorn(
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
-        while not _healthy(base):
+        while not _healthy(base, ready_path):
             if process.poll() is not None:
                 raise RuntimeError(
                     f"gunicorn exited with {process.returncode}: {log_path.read_text()[-2000:]}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError("gunicorn did not answer /healthz within 30 s")
+                raise RuntimeError(f"gunicorn did not answer {ready_path} within 30 s")
             time.sleep(0.1)
         master = psutil.Process(process.pid)
         # Workers boot one by one: wait until all of them are there.

@@ -18,6 +18,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -142,6 +143,14 @@ class Node:
     etcd: str
     bindir: Path
     synchronous: bool = True
+    # Patroni's synchronous_mode_strict (see below).
+    strict: bool = True
+    # The cluster's name in etcd (its keys live under /service/<scope>/): several clusters, e.g.
+    # one per shard (devtools/shards.py), share one etcd with a scope each.
+    scope: str = SCOPE
+    # PostgreSQL parameters the cluster is bootstrapped with besides the ones below (shards:
+    # wal_level = logical, for add-shard's logical replication).
+    parameters: dict[str, Any] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
@@ -169,7 +178,7 @@ class Node:
     def write_config(self) -> None:
         local = {"listen": f"127.0.0.1:{self.rest_port}", "connect_address": f"127.0.0.1:{self.rest_port}"}
         config = {
-            "scope": SCOPE,
+            "scope": self.scope,
             "name": self.name,
             "log": {"level": "INFO"},
             "restapi": local,
@@ -182,6 +191,12 @@ class Node:
                     # A commit is acknowledged once the synchronous standby has it; only that
                     # standby may be promoted, so no acknowledged commit is lost to a failover.
                     "synchronous_mode": self.synchronous,
+                    # Strict: with no synchronous standby healthy (frozen, its member key
+                    # expired), commits wait instead of going on unreplicated. Without it,
+                    # Patroni empties synchronous_standby_names and PostgreSQL releases every
+                    # waiting commit, acknowledged though the standby never had it (seen in
+                    # tests/test_failover.py when the synchronous standby changed under writes).
+                    "synchronous_mode_strict": self.synchronous and self.strict,
                     # A crashed leader fails over at once instead of restarting in place
                     # (Patroni's default waits up to 300 s for the old leader to recover).
                     "primary_start_timeout": 0,
@@ -196,6 +211,7 @@ class Node:
                             "max_replication_slots": 10,
                             "hot_standby": "on",
                             "wal_keep_size": "128MB",
+                            **self.parameters,
                         },
                     },
                 },
@@ -251,12 +267,23 @@ class Node:
             return int((self.data / "postmaster.pid").read_text().splitlines()[0])
         return None
 
-    def kill_postmaster(self) -> int:
-        """kill -9 this node's PostgreSQL (its Patroni goes on): a crashed database server."""
+    def kill_postmaster(self, *, wait_for_backends: bool = False) -> int:
+        """kill -9 this node's PostgreSQL (its Patroni goes on): a crashed database server.
+
+        Its backends live on until each notices the postmaster is gone, which on a loaded machine
+        takes a moment: a pooled connection may still answer meanwhile. With `wait_for_backends`,
+        return only once every process the postmaster had started has exited (within 30 s)."""
         pid = self.postmaster_pid()
         if pid is None:
             raise RuntimeError(f"{self.name}: no postmaster.pid")
+        try:
+            backends = psutil.Process(pid).children(recursive=True) if wait_for_backends else []
+        except psutil.NoSuchProcess:
+            backends = []
         os.kill(pid, signal.SIGKILL)
+        _gone, alive = psutil.wait_procs(backends, timeout=30)
+        if alive:
+            raise RuntimeError(f"{self.name}: backends still running 30 s after the postmaster was killed")
         return pid
 
     def kill(self) -> None:
@@ -362,16 +389,6 @@ class Node:
     def replay_lsn(self) -> str:
         return str(self.sql("SELECT pg_last_wal_replay_lsn()"))
 
-    def wait_for_replay(self, lsn: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            with suppress(Exception):
-                if self.sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn"):
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not replay {lsn} within {timeout} s")
-            time.sleep(0.02)
-
 
 @dataclass
 class Databases:
@@ -453,7 +470,10 @@ class Databases:
             )
             if ready and leader is not None:
                 replicas = [n for n in expected if n != leader.name]
-                streaming = all(_get(f"{self.node(n).rest}/replica", timeout=1)[0] == 200 for n in replicas)
+                # Streaming from the leader, as the leader sees it: a former leader Patroni has
+                # started as a replica but not yet rewound is "running" and answers /replica,
+                # on a timeline of its own, holding none of the leader's new writes.
+                streaming = set(replicas) <= self.streaming_from(leader)
                 synced = (
                     not self.nodes[0].synchronous
                     or not replicas
@@ -468,12 +488,34 @@ class Databases:
     def primary_lsn(self) -> str:
         return str(self.primary.sql("SELECT pg_current_wal_lsn()"))
 
+    def streaming_from(self, leader: Node, lsn: str | None = None) -> set[str]:
+        """The standbys streaming from `leader` (pg_stat_replication, by the application_name
+        Patroni gives them: the member's name), with `lsn` replayed if given."""
+        replayed = f"AND replay_lsn >= '{lsn}'::pg_lsn" if lsn else ""
+        with suppress(Exception):
+            names = leader.sql(
+                "SELECT coalesce(array_agg(application_name), '{}') FROM pg_stat_replication"
+                f" WHERE state = 'streaming' {replayed}",
+                "postgres",  # the app's database may not be made yet
+            )
+            return {str(name) for name in names}  # type: ignore[attr-defined]
+        return set()
+
     def wait_for_standbys(self, timeout: float = 30) -> None:
-        """Until every running standby has replayed what the leader has written."""
-        lsn = self.primary_lsn()
-        for node in self.standbys:
-            if node.running():
-                node.wait_for_replay(lsn, timeout)
+        """Until every running standby has replayed what the leader has written, as the leader
+        sees it. (A standby's own pg_last_wal_replay_lsn() is no proof: a former leader not yet
+        rewound can be past the new leader's position on its own timeline, without its writes.)"""
+        leader = self.primary
+        lsn = str(leader.sql("SELECT pg_current_wal_lsn()"))
+        deadline = time.monotonic() + timeout
+        while True:
+            expected = {node.name for node in self.nodes if node is not leader and node.running()}
+            missing = expected - self.streaming_from(leader, lsn)
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{sorted(missing)} did not replay {lsn} within {timeout} s")
+            time.sleep(0.02)
 
     def patronictl(self, *args: str, timeout: float = 60) -> str:
         command = [binary("patronictl"), "-c", str(self.nodes[0].config), *args]
@@ -492,8 +534,9 @@ class Databases:
         candidate = candidate or self.sync_standby()
         if candidate is None:
             raise RuntimeError(f"no synchronous standby to switch over to: {self.members()}")
+        scope = self.nodes[0].scope
         output = self.patronictl(
-            "switchover", SCOPE, "--leader", leader.name, "--candidate", candidate.name, "--force"
+            "switchover", scope, "--leader", leader.name, "--candidate", candidate.name, "--force"
         )
         if "Successfully switched over" not in output:
             raise RuntimeError(f"patronictl switchover: {output}")
@@ -502,9 +545,22 @@ class Databases:
 
 @contextmanager
 def databases(
-    nodes: int = 3, directory: Path | None = None, *, synchronous: bool = True
+    nodes: int = 3,
+    directory: Path | None = None,
+    *,
+    synchronous: bool = True,
+    strict: bool = True,
+    etcd: Etcd | None = None,
+    scope: str = SCOPE,
+    migrated: bool = True,
+    parameters: dict[str, Any] | None = None,
 ) -> Iterator[Databases]:
-    """etcd and `nodes` Patroni nodes, healthy, with the database `orders` migrated and empty."""
+    """etcd and `nodes` Patroni nodes, healthy, with the database `orders` migrated and empty.
+
+    Given `etcd` (already running, stopped by its owner), the cluster uses it under its own
+    `scope` instead of starting one: several clusters side by side (devtools/shards.py). Without
+    `migrated`, `orders` is left an empty database (a shards' coordinator: init-db builds it).
+    `parameters`: more PostgreSQL parameters for every node."""
     bindir = postgres_bindir()
     for name in ("etcd", "patroni", "patronictl"):
         binary(name)
@@ -516,11 +572,21 @@ def databases(
         if os.geteuid() == 0:
             shutil.chown(directory, "postgres", "postgres")
         directory.chmod(0o700)
-        etcd = Etcd(directory)
-        stack.callback(etcd.stop)
-        etcd.start()
+        if etcd is None:
+            etcd = Etcd(directory)
+            stack.callback(etcd.stop)
+            etcd.start()
         members = [
-            Node(f"node{i + 1}", directory, etcd.endpoint, bindir, synchronous=synchronous)
+            Node(
+                f"node{i + 1}",
+                directory,
+                etcd.endpoint,
+                bindir,
+                synchronous=synchronous,
+                strict=strict,
+                scope=scope,
+                parameters=dict(parameters or {}),
+            )
             for i in range(nodes)
         ]
         cluster = Databases(etcd, members)
@@ -537,12 +603,89 @@ def databases(
             node.start()
         leader = cluster.wait_healthy()
         create_database(leader.url("postgres"), DATABASE)
-        from orders.db import make_engine, migrate
+        if migrated:
+            from orders.data.db import make_engine, migrate
 
-        engine = make_engine(cluster.primary_url)
-        try:
-            migrate(engine)
-        finally:
-            engine.dispose()
+            engine = make_engine(cluster.primary_url)
+            try:
+                migrate(engine)
+            finally:
+                engine.dispose()
         cluster.wait_for_standbys()
         yield cluster
+
+
+# --- A TCP proxy in front of the nodes ---------------------------------------------------------
+
+PROXY_CONFIG = """\
+# Written by devtools/patroni.py: PostgreSQL through one address, sent to the node named on the
+# admin socket (Proxy.point_at), as a health-checked proxy or a DNS name would, a little late.
+global
+    stats socket {socket} mode 600 level admin
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 1h
+    timeout server 1h
+listen postgresql
+    bind 127.0.0.1:{port}
+{servers}
+"""
+
+
+@dataclass
+class Proxy:
+    """haproxy (TCP) in front of `nodes`, sending new connections to one node. A connection keeps
+    its node when the proxy is pointed elsewhere, as with haproxy without `on-marked-down
+    shutdown-sessions`, pgbouncer, or a DNS name that changed."""
+
+    nodes: list[Node]
+    port: int
+    socket: Path
+
+    def url(self, database: str = DATABASE, **query: str) -> str:
+        extra = "".join(f"&{k}={v}" for k, v in query.items()).replace("&", "?", 1)
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}{extra}"
+
+    def point_at(self, node: Node) -> None:
+        for other in self.nodes:
+            self._command(f"set server postgresql/{other.name} state {'ready' if other is node else 'maint'}")
+
+    def _command(self, line: str) -> None:
+        with socket.socket(socket.AF_UNIX) as admin:
+            admin.settimeout(5)
+            admin.connect(str(self.socket))
+            admin.sendall(line.encode() + b"\n")
+            answer = admin.recv(4096).decode().strip()
+        if answer:
+            raise RuntimeError(f"haproxy refused {line!r}: {answer}")
+
+
+@contextmanager
+def proxy(dbs: Databases, directory: Path) -> Iterator[Proxy]:
+    """haproxy in front of the cluster's nodes, pointed at the leader; stopped by its own id."""
+    port = free_port()
+    admin = directory / "proxy.sock"
+    servers = "\n".join(f"    server {node.name} 127.0.0.1:{node.port}" for node in dbs.nodes)
+    config = directory / "proxy.cfg"
+    config.write_text(PROXY_CONFIG.format(socket=admin, port=port, servers=servers))
+    with (directory / "proxy.log").open("w") as log:
+        process = subprocess.Popen(
+            [binary("haproxy"), "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        running = Proxy(dbs.nodes, port, admin)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                running.point_at(dbs.primary)
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"haproxy did not start: {(directory / 'proxy.log').read_text()[-2000:]}"
+                    ) from None
+                time.sleep(0.05)
+        yield running
+    finally:
+        stop_process(process, timeout=10)

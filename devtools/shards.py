@@ -3,15 +3,19 @@ PostgreSQL cluster (initdb/pg_ctl), for `make cluster-shards`, tests/test_shards
 bench/shard_level.py.
 
 The coordinator holds the partitioned `orders` (no rows) with one postgres_fdw foreign partition
-per shard; `flask init-db` (orders/shards.py) sets that up, given DATABASE_URL (the coordinator)
+per shard; `flask init-db` (orders/data/shards.py) sets that up, given DATABASE_URL (the coordinator)
 and DATABASE_SHARD_URLS (the shards). This module only starts and stops servers: every server is
 stopped by pg_ctl on its own data directory, also when start-up fails halfway.
 
 PostgreSQL refuses to run as root, so as root the servers run as the `postgres` user, in a
 temporary directory that user owns. One initdb is run; the other servers copy its data directory.
 
-`python -m devtools.shards --shards 3` starts the whole thing (servers, init-db, seed, app
-servers, haproxy), prints the URLs and stops everything on Ctrl-C.
+`ha_topology` makes every shard a Patroni cluster instead (devtools/patroni.py: synchronous mode,
+strict), all of them in one etcd, each under its own scope; each shard's URL lists its nodes with
+`target_session_attrs=read-write`, which the coordinator's foreign server passes to libpq.
+
+`python -m devtools.shards --shards 3 [--nodes 2]` starts the whole thing (servers, init-db,
+seed, app servers, haproxy), prints the URLs and stops everything on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from .gunicorn import ROOT, free_port
-from .patroni import ClusterUnavailable, _user, postgres_bindir
+from .patroni import ClusterUnavailable, Databases, Etcd, _user, databases, postgres_bindir
 
 DATABASE = "orders"
 # Throwaway servers: no fsync, small buffers (five servers share a small machine), and
@@ -43,6 +47,8 @@ SERVER_SETTINGS = {
     "max_connections": "60",
     "shared_preload_libraries": "'pg_stat_statements'",
     "log_min_messages": "warning",
+    # add-shard moves rows by logical replication (orders/data/shards.py).
+    "wal_level": "logical",
 }
 
 
@@ -129,6 +135,7 @@ def _chown(path: Path) -> None:
 class Topology:
     coordinator: Server
     shards: list[Server]
+    spare: list[Server] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -146,9 +153,10 @@ class Topology:
 
 
 @contextmanager
-def topology(shards: int, *, directory: Path | None = None) -> Iterator[Topology]:
-    """A coordinator and `shards` shard servers, each with an empty `orders` database; stopped
-    (and the directory removed) on exit."""
+def topology(shards: int, *, spare: int = 0, directory: Path | None = None) -> Iterator[Topology]:
+    """A coordinator and `shards` shard servers, each with an empty `orders` database, and
+    `spare` more servers like them (Topology.spare) that are not shards yet (add-shard); all
+    stopped (and the directory removed) on exit."""
     if shards < 1:
         raise ValueError("at least one shard")
     bindir = postgres_bindir()
@@ -160,7 +168,7 @@ def topology(shards: int, *, directory: Path | None = None) -> Iterator[Topology
         directory.mkdir(parents=True, exist_ok=True)
         _chown(directory)
         servers = [Server("coordinator", directory, bindir)]
-        servers += [Server(f"shard{i + 1}", directory, bindir) for i in range(shards)]
+        servers += [Server(f"shard{i + 1}", directory, bindir) for i in range(shards + spare)]
         servers[0].initdb()
         for server in servers[1:]:
             server.copy_from(servers[0])
@@ -168,7 +176,101 @@ def topology(shards: int, *, directory: Path | None = None) -> Iterator[Topology
             stack.callback(_stop_quietly, server)
             server.start()
             server.create_database()
-        yield Topology(servers[0], servers[1:])
+        yield Topology(servers[0], servers[1 : shards + 1], servers[shards + 1 :])
+
+
+@dataclass
+class HaTopology:
+    """Shards that are each a Patroni cluster, and a coordinator that is one server or a Patroni
+    cluster too, all in one etcd."""
+
+    coordinator: Server | Databases
+    clusters: list[Databases]
+    etcd: Etcd
+    spare: list[Databases] = field(default_factory=list)  # clusters ready to be added
+
+    @property
+    def url(self) -> str:
+        """DATABASE_URL: the coordinator (its nodes in one multi-host URL when it is a cluster)."""
+        if isinstance(self.coordinator, Databases):
+            return self.coordinator.primary_url
+        return self.coordinator.url()
+
+    @property
+    def shard_urls(self) -> str:
+        """Each shard's nodes in one libpq multi-host URL, writable node wanted."""
+        return ",".join(cluster.primary_url for cluster in self.clusters)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {"DATABASE_URL": self.url, "DATABASE_SHARD_URLS": self.shard_urls}
+
+
+@contextmanager
+def ha_topology(
+    shards: int,
+    *,
+    nodes: int = 2,
+    coordinator_nodes: int = 1,
+    spare: int = 0,
+    directory: Path | None = None,
+) -> Iterator[HaTopology]:
+    """`shards` Patroni clusters of `nodes` nodes each (synchronous mode, one etcd, scope
+    `orders-shardN`), each healthy with an empty migrated `orders`, and a coordinator with an
+    empty `orders` database: one server, or with `coordinator_nodes` > 1 a Patroni cluster of its
+    own (scope `orders-coordinator`), and `spare` more clusters like the shards, for add-shard
+    (HaTopology.spare). All stopped (and the directory removed) on exit."""
+    if shards < 1 or nodes < 1 or coordinator_nodes < 1:
+        raise ValueError("at least one shard of one node, and a coordinator")
+    bindir = postgres_bindir()
+    require_postgres_fdw(bindir)
+    _user()
+    with ExitStack() as stack:
+        if directory is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shards-ha-")))
+        directory.mkdir(parents=True, exist_ok=True)
+        _chown(directory)
+        directory.chmod(0o700)
+        etcd = Etcd(directory)
+        stack.callback(etcd.stop)
+        etcd.start()
+
+        def home(name: str) -> Path:
+            path = directory / name
+            path.mkdir()
+            _chown(path)
+            return path
+
+        coordinator: Server | Databases
+        if coordinator_nodes > 1:
+            coordinator = stack.enter_context(
+                databases(
+                    coordinator_nodes,
+                    home("coordinator"),
+                    etcd=etcd,
+                    scope="orders-coordinator",
+                    migrated=False,
+                )
+            )
+        else:
+            coordinator = Server("coordinator", directory, bindir)
+            coordinator.initdb()
+            stack.callback(_stop_quietly, coordinator)
+            coordinator.start()
+            coordinator.create_database()
+        clusters = [
+            stack.enter_context(
+                databases(
+                    nodes,
+                    home(f"shard{i + 1}"),
+                    etcd=etcd,
+                    scope=f"orders-shard{i + 1}",
+                    parameters={"wal_level": SERVER_SETTINGS["wal_level"]},
+                )
+            )
+            for i in range(shards + spare)
+        ]
+        yield HaTopology(coordinator, clusters[:shards], etcd, clusters[shards:])
 
 
 def _stop_quietly(server: Server) -> None:
@@ -182,6 +284,12 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes per shard, and of the coordinator: more than 1 makes each a Patroni cluster",
+    )
     parser.add_argument("--rows", type=int, default=300_000, help="demo orders to seed")
     parser.add_argument("--app-servers", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per app server")
@@ -189,9 +297,14 @@ def main() -> None:
     os.chdir(ROOT)
     log_dir = ROOT / "instance" / "shards"
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"starting a coordinator and {args.shards} shard servers...", flush=True)
+    print(f"starting a coordinator and {args.shards} shards of {args.nodes} node(s)...", flush=True)
     with ExitStack() as stack:
-        top = stack.enter_context(topology(args.shards))
+        top: Topology | HaTopology
+        if args.nodes > 1:
+            nodes = args.nodes
+            top = stack.enter_context(ha_topology(args.shards, nodes=nodes, coordinator_nodes=nodes))
+        else:
+            top = stack.enter_context(topology(args.shards))
         environment = {
             **top.environment,
             "SECRET_KEY": os.environ.get("SECRET_KEY", "shards-" + os.urandom(24).hex()),
@@ -216,9 +329,10 @@ def main() -> None:
         print(f"\n  orders list:   {url}/orders")
         print(f"  JSON API:      {url}/api/orders")
         print(f"  coordinator:   {top.url}")
-        for i, shard in enumerate(top.shards):
-            print(f"  shard {i + 1}:       {shard.url()}")
-        print(f"  logs:          {log_dir} (servers': {top.coordinator.directory})")
+        for i, shard_url in enumerate(top.shard_urls.split(",")):
+            print(f"  shard {i + 1}:       {shard_url}")
+        home = top.coordinator.directory if isinstance(top, Topology) else top.etcd.directory
+        print(f"  logs:          {log_dir} (servers': {home})")
         wait_for_ctrl_c()
     print("stopped.")
 

@@ -16,20 +16,26 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 import requests
-from playwright.sync_api import Page
+from playwright.sync_api import Page, Request, Response
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
-from devtools.cluster import Cluster, ClusterUnavailable, cluster
-from orders.models import Order
-from orders.replicas import parse_lsn
-from orders.sorts import KEYSETS
+from devtools.cluster import Cluster, ClusterUnavailable, Databases, cluster, databases
+from orders.data.models import Order
+from orders.data.replicas.lsn import parse_lsn
+from orders.finding.sorts import KEYSETS
 
 from .databases import unavailable
 from .fixtures import SECRET
 from .helpers import BASE, add_orders
 
+# The modules that build Patroni clusters start with `pytestmark = PATRONI_GROUP`: under
+# pytest-xdist they run one after another on one worker (conftest.py pytest_xdist_make_scheduler
+# reads that line), as two clusters on two cores at once made failover timings a question of the
+# other cluster's load.
+PATRONI_GROUP = pytest.mark.xdist_group("patroni")
 MAX_LAG_MS = 300
 SEED = 600
 ROWS = "#rows > tr[data-id]"
@@ -55,6 +61,24 @@ def module_cluster(log_dir: Path, **options: Any) -> Iterator[Cluster]:
             yield running
     except ClusterUnavailable as err:
         unavailable("the Patroni + etcd + haproxy cluster", str(err))
+
+
+@contextmanager
+def module_databases(*, nodes: int, synchronous: bool) -> Iterator[Databases]:
+    """The module's Patroni nodes without app servers or haproxy; unavailable (a loud skip, a
+    failure under CI=true) without Patroni, etcd or PostgreSQL's server binaries."""
+    try:
+        with databases(nodes=nodes, synchronous=synchronous) as running:
+            yield running
+    except ClusterUnavailable as err:
+        unavailable("a Patroni cluster (PostgreSQL, etcd, patroni)", str(err))
+
+
+def clear_orders(dbs: Databases) -> None:
+    """Delete every order and idempotency key on the leader, and wait until the standbys have
+    replayed it: a test starts from no rows, whatever the one before left."""
+    dbs.primary.sql("TRUNCATE orders, idempotency_keys")
+    dbs.wait_for_standbys()
 
 
 def reseed(cl: Cluster, primary: Engine) -> list[int]:
@@ -122,8 +146,8 @@ class Walk:
         assert len(self.ids) == len(set(self.ids)), "a row was shown twice"
         missing = covered - set(self.ids)
         assert not missing, f"{len(missing)} covered rows never shown, e.g. {sorted(missing)[:5]}"
-        positions = [lsn for _, lsn in self.pages]
-        assert all(lsn is not None for lsn in positions)
+        positions = [lsn for _, lsn in self.pages if lsn is not None]
+        assert len(positions) == len(self.pages), "a page without a position"
         if same_timeline:
             assert positions == sorted(positions), f"a page was read at an older position: {self.pages}"
 
@@ -131,8 +155,16 @@ class Walk:
 def watch_failures(page: Page) -> list[str]:
     """Every HTTP error and failed request the page sees, from now on."""
     failures: list[str] = []
-    page.on("response", lambda r: r.status >= 400 and failures.append(f"{r.status} {r.url} {r.headers}"))
-    page.on("requestfailed", lambda r: failures.append(f"failed {r.url} {r.failure}"))
+
+    def response(r: Response) -> None:
+        if r.status >= 400:
+            failures.append(f"{r.status} {r.url} {r.headers}")
+
+    def failed(r: Request) -> None:
+        failures.append(f"failed {r.url} {r.failure}")
+
+    page.on("response", response)
+    page.on("requestfailed", failed)
     return failures
 
 

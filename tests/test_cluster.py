@@ -33,13 +33,15 @@ from sqlalchemy.orm import Session
 
 from devtools.cluster import Cluster, haproxy
 from devtools.gunicorn import gunicorn
-from orders.db import make_engine
-from orders.models import Order
-from orders.replicas import HEADER, parse_lsn
+from orders.data.db import make_engine
+from orders.data.models import Order
+from orders.data.replicas.lsn import parse_lsn
+from orders.web.read_routing import HEADER
 
 from .cluster_support import (
     APP_ENV,
     MAX_LAG_MS,
+    PATRONI_GROUP,
     ROWS,
     SEED,
     Walk,
@@ -54,6 +56,8 @@ from .cluster_support import (
 )
 from .fixtures import SECRET, make_app
 from .helpers import BASE, add_orders
+
+pytestmark = PATRONI_GROUP
 
 # haproxy's log line: ".../actconn/feconn/beconn/srv_conn/retries" with "+" when redispatched.
 _RETRIED = re.compile(r" \d+/\d+/\d+/\d+/\+?[1-9]\d* ")
@@ -373,7 +377,7 @@ def test_replicas_are_ignored_without_a_postgresql_primary(tmp_path: Path):
         f"sqlite:///{tmp_path / 'one.db'}",
         DATABASE_REPLICA_URLS="postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
     )
-    from orders.db import migrate
+    from orders.data.db import migrate
 
     migrate(app.extensions["engine"])
     assert "router" not in app.extensions

@@ -30,11 +30,24 @@ from sqlalchemy.orm import Session
 from devtools.cluster import Cluster
 from devtools.failover import Readers, Writers
 from devtools.patroni import LOOP_WAIT, TTL, Databases, Node
-from orders.db import make_engine
-from orders.models import Order
-from orders.replicas import HEADER, format_lsn
+from orders.data.db import make_engine
+from orders.data.models import Order
+from orders.data.replicas.lsn import format_lsn
+from orders.web.read_routing import HEADER
 
-from .cluster_support import ROWS, Walk, module_cluster, reseed, screen_ids, scroll, served, watch_failures
+from .cluster_support import (
+    PATRONI_GROUP,
+    ROWS,
+    Walk,
+    module_cluster,
+    reseed,
+    screen_ids,
+    scroll,
+    served,
+    watch_failures,
+)
+
+pytestmark = PATRONI_GROUP
 
 ANYWHERE_BEYOND = "FFFFFFFF/FFFFFFFF"  # a Read-After-LSN no replica reaches: the primary reads
 
@@ -96,9 +109,9 @@ def check_reads(readers: Readers, orders: list[int]) -> None:
     newer than all of them, come first and are not checked)."""
     assert set(readers.statuses()) == {200}, readers.statuses()
     seeded = set(orders)
-    for ids in readers.walks:
+    for ids, trail in zip(readers.walks, readers.trails, strict=True):
         assert len(ids) == len(set(ids)), "a row was shown twice"
-        assert [i for i in ids if i in seeded] == orders, "a walk missed or reordered seeded rows"
+        assert [i for i in ids if i in seeded] == orders, f"a walk missed or reordered seeded rows: {trail}"
 
 
 def spanning(readers: Readers, moment: float) -> int:
@@ -331,8 +344,12 @@ def test_leader_and_synchronous_standby_lost(fo: Cluster, orders: list[int], pri
     # (503, Retry-After) rather than read at an older position; the reader retries it.
     assert set(readers.statuses()) <= {200, 503}, readers.statuses()
     seeded = set(orders)
-    for ids in readers.walks:
-        assert [i for i in ids if i in seeded] == orders
+    for ids, trail, (start, end) in zip(readers.walks, readers.trails, readers.spans, strict=True):
+        shown = [i for i in ids if i in seeded]
+        assert shown == orders, (
+            f"a walk from {start - lost_at:+.1f} s to {end - lost_at:+.1f} s after the loss showed"
+            f" {len(shown)} of {len(orders)} seeded orders; its pages: {trail}"
+        )
     print(
         f"\nleader and sync standby lost: writes {writers.statuses(lost_at)}"
         f", reads {readers.statuses(lost_at)}"

@@ -5,7 +5,7 @@ port) serves the app. Chromium scrolls the list; the cluster is stopped (`pg_ctl
 between two fragments; the next fragment fails and the list shows "Couldn't load more" with a
 Retry button, /healthz and /api/orders answer 503 with Retry-After; the cluster starts again
 and Retry continues from the same cursor. The pool recovers on its own (dead connections are
-pinged or retried, orders/db.py): the app is never restarted or disposed. At the end of the list
+pinged or retried, orders/data/db.py): the app is never restarted or disposed. At the end of the list
 every order is on screen exactly once, in order.
 """
 
@@ -22,9 +22,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from devtools.pgserver import Server, ServerUnavailable, debian_bindir
-from orders.db import make_engine, migrate
-from orders.models import STATUSES, Order
-from orders.sorts import KEYSETS
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order
+from orders.finding.sorts import KEYSETS
 
 from .databases import unavailable
 from .fixtures import make_app

@@ -1,4 +1,4 @@
-"""A replica-routed page decodes its cursor once: orders/replicas.py decodes it to route the read
+"""A replica-routed page decodes its cursor once: orders/web/read_routing.py decodes it to route the read
 (the WAL position in its meta) and hands the Position to the page, which pages from it.
 
 DATABASE_REPLICA_URLS names the primary itself: it leads, so it takes no replica reads, but every

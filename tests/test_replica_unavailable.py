@@ -19,22 +19,31 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from devtools.patroni import ClusterUnavailable, Databases, databases
+from devtools.patroni import Databases
 from devtools.throwaway import frozen, postgres_processes
-from orders.replicas import HEADER, PRIMARY_DOWN_WAIT_SECONDS
+from orders.data.replicas.router import PRIMARY_DOWN_WAIT_SECONDS, REFRESH_SECONDS
+from orders.web.read_routing import HEADER
 
-from .databases import unavailable
+from .cluster_support import PATRONI_GROUP, clear_orders, module_databases
 from .fixtures import make_app
 from .helpers import seed
 
+pytestmark = PATRONI_GROUP
+
 
 @pytest.fixture(scope="module")
-def dbs() -> Iterator[Databases]:
-    try:
-        with databases(nodes=2, synchronous=False) as cluster:
-            yield cluster
-    except ClusterUnavailable as err:
-        unavailable("a Patroni cluster (PostgreSQL, etcd, patroni)", str(err))
+def cluster() -> Iterator[Databases]:
+    with module_databases(nodes=2, synchronous=False) as running:
+        yield running
+
+
+@pytest.fixture
+def dbs(cluster: Databases) -> Databases:
+    """The cluster as every test starts: a leader (whichever node: a test may kill one), the other
+    node streaming from it, no replay paused, no orders."""
+    cluster.wait_healthy()
+    clear_orders(cluster)
+    return cluster
 
 
 def test_a_cursor_no_replica_reached_is_503_while_the_primary_is_down(dbs: Databases) -> None:
@@ -51,7 +60,8 @@ def test_a_cursor_no_replica_reached_is_503_while_the_primary_is_down(dbs: Datab
         assert first.status_code == 200
         cursor = first.get_json()["next_cursor"]
         leader = dbs.primary
-        leader.kill_postmaster()  # in maintenance mode Patroni neither restarts it nor fails over
+        # In maintenance mode Patroni neither restarts it nor fails over; down means every backend gone.
+        leader.kill_postmaster(wait_for_backends=True)
         started = time.monotonic()
         answer = client.get(f"/api/orders?limit=10&after={cursor}")
         waited = time.monotonic() - started
@@ -79,11 +89,6 @@ SAFETY = 60  # far beyond the read timeout and a connect timeout: only a wait wi
 
 
 def test_a_frozen_replica_ends_the_read_within_the_read_timeout(dbs: Databases) -> None:
-    dbs.wait_for_leader(timeout=90)  # the test before killed a leader: one leads again, and
-    deadline = time.monotonic() + 90  # the other node streams from it
-    while not all(node.running() for node in dbs.standbys):
-        assert time.monotonic() < deadline, "no standby came back"
-        time.sleep(0.5)
     app = make_app(
         dbs.primary_url,
         DATABASE_REPLICA_URLS=dbs.replica_urls,
@@ -96,16 +101,19 @@ def test_a_frozen_replica_ends_the_read_within_the_read_timeout(dbs: Databases) 
     dbs.wait_for_standbys()
     standby = next(node for node in dbs.standbys)
     name = dbs.router_name(standby)
+    router = app.extensions["router"]
+    reads = ThreadPoolExecutor(1)
     try:
         deadline = time.monotonic() + 30
         while name not in client.get("/api/orders?limit=10").headers.get("Server-Timing", ""):
             assert time.monotonic() < deadline, "no read went to the standby"
         with frozen(postgres_processes(standby)):  # type: ignore[arg-type]
+            # Past REFRESH_SECONDS: the read's routing probes every node in rotation, the frozen
+            # one included (that probe once waited without a bound, whenever a refresh was due).
+            time.sleep(REFRESH_SECONDS * 2)
             started = time.monotonic()
-            # In a thread, so that a read without a bound fails here (SAFETY) instead of hanging:
-            # leaving the block thaws the standby, which lets it finish.
-            answers = ThreadPoolExecutor(1).submit(client.get, "/api/orders?limit=10")
-            answer = answers.result(timeout=SAFETY)
+            # In a thread, so that a read without a bound fails here (SAFETY) instead of hanging.
+            answer = reads.submit(client.get, "/api/orders?limit=10").result(timeout=SAFETY)
             waited = time.monotonic() - started
             timing = answer.headers.get("Server-Timing")
             print(f"\nfrozen replica: {answer.status_code} in {waited:.1f} s, {timing}")
@@ -117,5 +125,9 @@ def test_a_frozen_replica_ends_the_read_within_the_read_timeout(dbs: Databases) 
             assert time.monotonic() < deadline, "the standby never served again after SIGCONT"
             time.sleep(0.5)
     finally:
-        app.extensions["router"].dispose()
+        # Thawed by now: a read still running (a failed bound) ends, and gives its connections
+        # back before the pools are closed; one that finished after dispose() would open a
+        # connection in the new pool that nothing closes (a ResourceWarning in a later module).
+        reads.shutdown(wait=True)
+        router.dispose()
         app.extensions["engine"].dispose()

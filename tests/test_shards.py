@@ -1,5 +1,5 @@
 """Shards: the orders over three PostgreSQL servers through a coordinator's postgres_fdw foreign
-partitions (orders/shards.py). A deep page is one index seek per shard, read from the plans; every
+partitions (orders/data/shards.py). A deep page is one index seek per shard, read from the plans; every
 feature works through the coordinator; walks stay exact across shards, also while writers insert
 and delete on every shard; a shard that is down is a 503 and the same cursor resumes.
 
@@ -27,12 +27,12 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
 from devtools.shards import Topology, require_postgres_fdw, topology
-from orders.db import MIGRATIONS, make_engine
-from orders.models import Order
-from orders.seed import seed_orders
-from orders.settings import SettingsError, resolve
-from orders.shards import fetch_size_for
-from orders.sorts import SORTS
+from orders.core.settings import SettingsError, resolve
+from orders.data.db import MIGRATIONS, make_engine
+from orders.data.models import Order
+from orders.data.seed import seed_orders
+from orders.data.shards import fetch_size_for
+from orders.finding.sorts import SORTS
 from pagination import AFTER, BEFORE, Position, filters_fingerprint
 
 from .databases import unavailable
@@ -192,14 +192,14 @@ CASES = [
     ("amount", AFTER, None),
     ("customer", AFTER, None),
     # A filter the coordinator guesses to leave fewer rows than a page: without enable_sort=off
-    # there (orders/shards.py) it would sort every row of the range each shard sends.
+    # there (orders/data/shards.py) it would sort every row of the range each shard sends.
     ("newest", AFTER, "cancelled"),
 ]
 
 
 @pytest.mark.parametrize(("sort", "direction", "status"), CASES)
 def test_deep_page_is_a_merge_append_of_one_index_seek_per_shard(big, sort, direction, status):
-    keyset = SORTS[sort].bounded_keyset
+    keyset = SORTS[sort].keyset
     position = select(*(c.expr for c in keyset.columns)).order_by(*keyset.order_by())
     if status:
         position = position.where(Order.status == status)
