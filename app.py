@@ -11,7 +11,7 @@ import sys
 from flask import Flask
 
 from orders.app import create_app as _create_app
-from orders.settings import SettingsError
+from orders.core.settings import SettingsError
 
 
 def create_app() -> Flask:

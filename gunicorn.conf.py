@@ -7,7 +7,7 @@ time and is killed when one request takes longer than `timeout`, so a CSV export
 /healthz wait. A gthread worker serves `threads` requests at once and its `timeout` watches the
 worker's own loop, not how long a request takes: a slow download occupies one thread for as
 long as the client needs, and the other threads (and workers) go on serving. The export reads
-each batch in a transaction of its own (orders/export.py), so a download in progress holds no
+each batch in a transaction of its own (orders/exports/stream.py), so a download in progress holds no
 database connection between batches: threads can outnumber the connection pool.
 
 Sizing: `workers` x `threads` is how many requests run at once, slow downloads included. In
@@ -19,7 +19,7 @@ import logging
 import multiprocessing
 from typing import Any
 
-from orders.settings import default_workers, load_or_exit
+from orders.core.settings import default_workers, load_or_exit
 
 # The same checked table as the app (a bad value: one line on stderr, exit status 2, before any
 # worker starts).
@@ -46,8 +46,22 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 
 
-def post_worker_init(_worker: Any) -> None:
-    """An export cut off by the database: the app's one line with the cursor, not a traceback."""
-    from orders.export import QuietInterruptedExports
+# The app's loggers whose lines an operator must see in gunicorn's error log: Flask-Limiter's
+# switch to in-memory counting when Redis fails, and its return ("Rate limit storage recovered",
+# at INFO). It gives its logger a NullHandler, so without this neither line appeared anywhere.
+LOGGED = {"flask-limiter": logging.INFO}
 
-    logging.getLogger("gunicorn.error").addFilter(QuietInterruptedExports())
+
+def post_worker_init(_worker: Any) -> None:
+    """An export cut off by the database: the app's one line with the cursor, not a traceback.
+    And the lines of LOGGED, through gunicorn's own error log handlers."""
+    from orders.exports.stream import QuietInterruptedExports
+
+    error_log = logging.getLogger("gunicorn.error")
+    error_log.addFilter(QuietInterruptedExports())
+    for name, level in LOGGED.items():
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        logger.propagate = False
+        for handler in error_log.handlers:
+            logger.addHandler(handler)

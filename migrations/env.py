@@ -11,7 +11,7 @@ from sqlalchemy import create_engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orders.models import Base
+from orders.data.models import Base
 
 target_metadata = Base.metadata
 

@@ -28,16 +28,16 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from tqdm import tqdm
 from werkzeug.datastructures import MultiDict
 
+from orders.core.settings import SettingsError
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order
+from orders.data.seed import seed_orders
+from orders.data.shards import ShardSetupError, add_shard, init_shards
+from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
+from orders.finding.listing import InvalidParameter, ListRequest
+from orders.finding.positions import codec
+from orders.finding.sorts import SORTS
 from pagination import PaginationError
-
-from .db import make_engine, migrate
-from .export import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
-from .listing import InvalidParameter, ListRequest
-from .models import STATUSES, Order
-from .seed import seed_orders
-from .settings import SettingsError
-from .shards import ShardSetupError, init_shards
-from .sorts import SORTS
 
 
 def _cli_engine() -> Any:
@@ -108,7 +108,7 @@ def tool(command: Callable[..., Any]) -> Callable[..., Any]:
 @with_appcontext
 def init_db_command() -> None:
     """Create or upgrade the schema to the newest migration (safe to run again). With
-    DATABASE_SHARD_URLS: every shard, then the coordinator's foreign partitions (orders/shards.py)."""
+    DATABASE_SHARD_URLS: every shard, then the coordinator's foreign partitions (orders/data/shards.py)."""
     shard_urls = current_app.config.get("DATABASE_SHARD_URLS")
     if shard_urls:
         cfg = current_app.config
@@ -116,6 +116,21 @@ def init_db_command() -> None:
         return
     migrate(_cli_engine())
     click.echo("database is at the newest migration")
+
+
+@click.command("add-shard")
+@click.argument("url")
+@tool
+@with_appcontext
+def add_shard_command(url: str) -> None:
+    """Add the shard server at URL while the list keeps serving: half of the largest shard's
+    orders move to it by logical replication, then one short switch of the coordinator's
+    partitions (docs/shards.md). Then append URL to DATABASE_SHARD_URLS."""
+    cfg = current_app.config
+    if not cfg.get("DATABASE_SHARD_URLS"):
+        raise ShardSetupError("add-shard needs DATABASE_SHARD_URLS: the shards the coordinator has now")
+    added = add_shard(cfg["DATABASE_URL"], cfg["DATABASE_SHARD_URLS"], url, page_size=cfg["PAGE_SIZE"])
+    click.echo(str(added))
 
 
 @click.command("seed")
@@ -156,6 +171,7 @@ class _StopFlag:
 @click.option("--raw", is_flag=True,
               help="Write customer names exactly as stored: no ' before a leading =, +, -, @, tab or CR "
                    "(unsafe to open in a spreadsheet).")  # fmt: skip
+@click.option("--bom", is_flag=True, help="Start with a UTF-8 byte order mark (for Excel, which needs it).")
 @tool
 @with_appcontext
 def export_command(
@@ -166,6 +182,7 @@ def export_command(
     consistent: bool,
     batch_size: int,
     raw: bool,
+    bom: bool,
 ) -> None:
     """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
     interrupted file and the resumed one concatenate into the full export. Text cells that a
@@ -187,13 +204,13 @@ def export_command(
             chunks = export_chunks(
                 session,
                 listing,
-                current_app.extensions["cursor_codec"],
+                codec(),
                 batch_size=batch_size,
                 one_transaction=consistent,
                 raw=raw,
             )
             if after is None:
-                out.write(csv_header().encode())
+                out.write(csv_header(bom=bom).encode())
             with (
                 snapshot(session) if consistent else nullcontext(),
                 tqdm(unit="rows", disable=None if output else True, file=sys.stderr, desc="exporting") as bar,
@@ -222,7 +239,7 @@ def export_command(
 def init_app(app: Flask) -> None:
     # with_appcontext on each command: `flask --app app ...` pushes a context itself, but
     # app.test_cli_runner() and any other caller of app.cli need the command to do it.
-    for command in (init_db_command, seed_command, export_command):
+    for command in (init_db_command, add_shard_command, seed_command, export_command):
         app.cli.add_command(command)
 
     @app.teardown_appcontext

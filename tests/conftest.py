@@ -2,22 +2,125 @@
 
 from __future__ import annotations
 
+import functools
+import gc
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from orders.db import make_engine, migrate
+from orders.data.db import make_engine, migrate
 from pagination import CursorCodec
 
-from .databases import ENGINES, throwaway_database, unavailable
+from .databases import APP_ENGINES, throwaway_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
+from .live import LiveServer
+
+# --- Module order: the file order, or shuffled with a seed that is printed --------------------
 
 
-@pytest.fixture(scope="session", params=ENGINES)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--module-order",
+        default="file",
+        help="file (the default), random (a new seed each run) or random:SEED (that order again): "
+        "the order the test modules run in; a module's own tests keep theirs",
+    )
+
+
+_SEED = pytest.StashKey[int]()
+
+
+def _module_seed(config: pytest.Config) -> int | None:
+    choice = str(config.getoption("--module-order"))
+    if choice == "file":
+        return None
+    kind, _, seed = choice.partition(":")
+    if kind != "random" or (seed and not seed.isdigit()):
+        raise pytest.UsageError(f"--module-order={choice}: file, random or random:SEED")
+    # Drawn once per run (the header prints it, the shuffle uses it), kept in the config's stash.
+    # Under pytest-xdist the controller draws it and hands it to every worker: xdist requires
+    # each worker to collect the same order.
+    if _SEED not in config.stash:
+        given = getattr(config, "workerinput", {}).get("module_seed")
+        config.stash[_SEED] = int(given or seed or random.SystemRandom().randrange(10**6))
+    return config.stash[_SEED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller, per worker: the module order's seed (see _module_seed)."""
+    seed = _module_seed(node.config)
+    if seed is not None:
+        node.workerinput["module_seed"] = seed
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = _module_seed(config)
+    return (
+        None if seed is None else f"module order: random, seed {seed} (again: --module-order=random:{seed})"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Shuffle whole modules, before pytest groups the tests by their parametrized fixtures (so
+    each engine's database is still set up once): a module that passes only after another one
+    left something behind fails in some order, and the seed replays that order."""
+    seed = _module_seed(config)
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    if seed is None:
+        return
+    order = list(modules)
+    random.Random(seed).shuffle(order)
+    items[:] = [item for name in order for item in modules[name]]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist (make test's TEST_WORKERS): each module runs whole on one worker, so its
+    module-scoped fixtures (a database, a cluster) are built once, and the modules that build
+    Patroni clusters (PATRONI_GROUP) run one after another on one worker: two clusters failing
+    over at once on two cores made each other's timings. xdist's own `--dist loadgroup` would read
+    the marks, but it renames node ids through an attribute pytest 9 no longer has, so the groups
+    are made here, whatever `--dist` says."""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base (above)
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "patroni" if _builds_patroni(config.rootpath / module) else module
+
+    return ByModule(config, log)
+
+
+@functools.cache
+def _builds_patroni(module: Path) -> bool:
+    # The controller sees node ids, not marks: a Patroni module says so where it starts
+    # (`pytestmark = PATRONI_GROUP`), and that line is what is read here.
+    return any(
+        line.startswith("pytestmark") and "PATRONI_GROUP" in line for line in module.read_text().splitlines()
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _garbage_of_the_module() -> Iterator[None]:
+    """A connection or a process a module left for the garbage collector is reported (an
+    unraisable ResourceWarning, an error here) in that module, not in whichever ran next."""
+    yield
+    gc.collect()
+
+
+@pytest.fixture(scope="session", params=APP_ENGINES)
 def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated, empty database on each engine (tests using it run once per engine)."""
     with throwaway_database(request.param, tmp_path_factory.mktemp("db")) as url:
@@ -50,7 +153,7 @@ def codec() -> CursorCodec:
 
 
 @pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
     """Debian's Chromium (Playwright's own download is unreachable here), else Playwright's."""
     args = dict(browser_type_launch_args)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -74,7 +177,7 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 
 
 @pytest.fixture
-def app(db_url: str, engine: Engine):  # type: ignore[no-untyped-def]
+def app(db_url: str, engine: Engine) -> Iterator[Flask]:
     clear(engine)
     app = make_app(db_url, PAGE_SIZE=20)
     yield app
@@ -84,7 +187,7 @@ def app(db_url: str, engine: Engine):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def client(app):  # type: ignore[no-untyped-def]
+def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
@@ -101,10 +204,8 @@ def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture
-def live(live_db_url: str):  # type: ignore[no-untyped-def]
+def live(live_db_url: str) -> Iterator[LiveServer]:
     """A running app on an empty database; tests may change app.config (read per request)."""
-    from .live import LiveServer
-
     app = make_app(live_db_url)
     clear(app.extensions["engine"])
     with LiveServer(app) as server:

@@ -15,8 +15,8 @@ from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
 
 from orders.app import create_app
-from orders.db import make_engine, migrate
-from orders.models import Order
+from orders.data.db import make_engine, migrate
+from orders.data.models import Order
 
 SECRET = "test-secret-that-is-long-enough-for-production-0123456789"
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, text
 from sqlalchemy.orm import Session
 
-from orders.models import Order
+from orders.data.models import Order
 from pagination import CursorCodec, Keyset, Page, paginate
 
 # At home with the library's tests (which import no app); re-exported for the app's tests.
@@ -92,10 +95,10 @@ class Desc:
         self.value = value
 
     def __lt__(self, other: Desc) -> bool:
-        return other.value < self.value
+        return bool(other.value < self.value)
 
     def __gt__(self, other: Desc) -> bool:
-        return other.value > self.value
+        return bool(other.value > self.value)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Desc) and self.value == other.value
@@ -106,7 +109,32 @@ class Desc:
 
 def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
     """The keyset order in Python (valid for the lowercase ASCII names the tests use)."""
+    names = [str(c.expr.key) for c in keyset.columns]
     return tuple(
-        Desc(getattr(order, c.expr.key)) if c.descending else getattr(order, c.expr.key)
-        for c in keyset.columns
+        Desc(getattr(order, name)) if c.descending else getattr(order, name)
+        for name, c in zip(names, keyset.columns, strict=True)
     )
+
+
+@contextmanager
+def partitions_watched(coordinator: Engine, count: int) -> Iterator[list[float]]:
+    """Watch the coordinator's partitions of orders in a thread while the block runs; the list
+    gets the moment (monotonic) they first numbered `count`: when an add-shard switched."""
+    switched: list[float] = []
+    watching = threading.Event()
+    parts = "SELECT count(*) FROM pg_inherits WHERE inhparent = CAST('orders' AS regclass)"
+
+    def watch() -> None:
+        while not watching.is_set() and not switched:
+            with coordinator.connect() as conn:
+                if conn.scalar(text(parts)) == count:
+                    switched.append(time.monotonic())
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield switched
+    finally:
+        watching.set()
+        watcher.join()

@@ -13,8 +13,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from devtools.gunicorn import free_port
-from orders.db import make_engine
-from orders.models import Order
+from orders.data.db import make_engine
+from orders.data.models import Order
 
 from .databases import POSTGRESQL, SERVER_URLS, throwaway_database
 from .fixtures import SECRET

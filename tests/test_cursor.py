@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orders.models import Order
-from orders.sorts import KEYSETS
+from orders.data.models import Order
+from orders.finding.sorts import KEYSETS
 from pagination import (
     AFTER,
     BEFORE,
@@ -324,26 +324,14 @@ def test_errors_are_value_errors_with_one_base():
 # --- Keyset definitions ---------------------------------------------------------------------
 
 
-def test_keyset_refuses_a_sort_without_a_unique_key():
-    with pytest.raises(KeysetError, match="unique"):
-        Keyset("bad", Order.created_at.desc())
-    with pytest.raises(KeysetError, match="unique"):
-        Keyset("bad", Order.customer, Order.created_at.desc())
-    # A unique key anywhere makes the order total; what follows it never breaks a tie.
-    Keyset("fine", Order.id.desc(), Order.created_at.desc())
-
-
-def test_keyset_refuses_nullable_columns():
+def test_keyset_remembers_explicit_null_placement_of_its_first_term():
+    # Uniqueness and nullability are judged per statement when paged (tests/test_library_statements.py).
     from sqlalchemy import Column, Integer, MetaData, String, Table
 
     table = Table(
         "t", MetaData(), Column("id", Integer, primary_key=True), Column("note", String, nullable=True)
     )
-    with pytest.raises(KeysetError, match=r"nullable .* explicit .nulls_first\(\) or .nulls_last\(\)"):
-        Keyset("bad", table.c.note.asc(), table.c.id.asc())
-    with pytest.raises(KeysetError, match="only the first term may be nullable"):
-        Keyset("bad", table.c.id.asc(), table.c.note.asc().nulls_last())
-    # Explicitly placed NULLs of the first term are paged (tests/test_library_nulls.py).
+    assert Keyset("fine", table.c.note.asc(), table.c.id.asc()).nulls_last is None
     assert Keyset("fine", table.c.note.desc().nulls_last(), table.c.id.desc()).nulls_last is True
     assert Keyset("fine", table.c.note.nulls_first().asc(), table.c.id).nulls_last is False
 

@@ -7,7 +7,8 @@
   export runs do not change it. The export is held mid-way honestly, by backpressure: its
   standard output is a pipe the test stops reading, so the process blocks writing after the
   first batches (the pipe holds 64 KiB) while the test writes to the table.
-- GET /orders/export.csv serves the same bytes as the command.
+- GET /orders/export.csv serves the same bytes as the command; a UTF-8 byte order mark only
+  when asked (the page's link asks); the export's peak memory does not grow with the rows.
 """
 
 from __future__ import annotations
@@ -15,23 +16,28 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import itertools
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import MultiDict
 
-from orders.db import make_engine, migrate
-from orders.models import Order
-from orders.seed import seed_orders
-from orders.sorts import KEYSETS
+from orders.data.db import make_engine, migrate
+from orders.data.models import Order
+from orders.data.seed import seed_orders
+from orders.exports.stream import export_chunks
+from orders.finding.listing import ListRequest
+from orders.finding.sorts import KEYSETS
 
 from .databases import ENGINES, throwaway_database
 from .fixtures import SECRET, make_app
@@ -220,3 +226,118 @@ def test_plain_export_may_see_writes_made_while_it_runs(fresh_db: tuple[str, str
     before, exported, deleted, inserted = writes_during_export(url)
     assert len(exported) == len(set(exported))
     assert exported == [i for i in before if i not in deleted] + sorted(inserted)  # each older than the last
+
+
+# --- The byte order mark, and memory --------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_byte_order_mark_only_when_asked(export_db: str, tmp_path: Path) -> None:
+    """The page's "Export CSV" link asks for a UTF-8 byte order mark (Excel needs it to read the
+    file as UTF-8); the bare URL and the command write none, unless asked (?bom=1, --bom)."""
+    app = make_app(export_db)
+    client = app.test_client()
+    plain = client.get("/orders/export.csv").get_data()
+    marked = client.get("/orders/export.csv", query_string={"bom": "1"}).get_data()
+    assert plain.startswith(b"id,") and marked == BOM + plain
+    assert client.get("/orders/export.csv", query_string={"bom": "0"}).get_data() == plain
+    for bad in ("2", "yes", ""):
+        response = client.get("/orders/export.csv", query_string={"bom": bad})
+        assert response.status_code == 400, bad
+    page = client.get("/orders").get_data(as_text=True)
+    link = re.search(r'href="([^"]*export\.csv[^"]*)"', page)
+    assert link and "bom=1" in link.group(1), link
+    assert client.get(link.group(1).replace("&amp;", "&")).get_data().startswith(BOM)
+    app.extensions["engine"].dispose()
+    cli_plain, _ = export_done(export_db)
+    cli_marked, _ = export_done(export_db, "--bom")
+    assert cli_plain == plain and cli_marked == marked
+    # A resumed export writes no header, so no mark either: the pieces still concatenate.
+    first = cli_marked.split(b"\n", 11)
+    assert not first[-1].startswith(BOM)
+
+
+def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
+    """The export holds one batch at a time: its peak allocation (tracemalloc) over the whole
+    table is no higher than over its first batches, by less than one batch's bytes. An export
+    that gathered its batches would add every batch to it."""
+    app = make_app(export_db)
+    batch = 500
+    with app.app_context():
+        listing = ListRequest.from_args(MultiDict(), default_limit=20)
+        codec = app.extensions["cursor_codec"]
+
+        def peak(batches: int | None) -> tuple[int, int]:
+            with Session(app.extensions["engine"]) as session:
+                chunks = export_chunks(session, listing, codec, batch_size=batch)
+                tracemalloc.start()
+                try:
+                    size = sum(len(c.data) for c in itertools.islice(chunks, batches))
+                    return tracemalloc.get_traced_memory()[1], size
+                finally:
+                    tracemalloc.stop()
+
+        peak(1)  # compiled statements and caches, once
+        head_peak, head_bytes = peak(4)
+        whole_peak, whole_bytes = peak(None)
+    app.extensions["engine"].dispose()
+    one_batch = head_bytes // 4
+    assert whole_bytes > 4 * head_bytes  # the whole export is many more batches
+    print(
+        f"\npeak over 4 batches {head_peak:,} B, over {ROWS // batch}: {whole_peak:,} B; one {one_batch:,} B"
+    )
+    assert whole_peak < head_peak + one_batch, (head_peak, whole_peak, one_batch)
+
+
+class _CountingSession:
+    """What _one_ahead asks of the probes' session: a rollback after each probe."""
+
+    def __init__(self) -> None:
+        self.rollbacks = 0
+
+    def rollback(self) -> None:
+        self.rollbacks += 1
+
+
+def test_the_next_range_is_probed_on_another_thread_and_errors_come_in_order() -> None:
+    import threading
+
+    from orders.exports.stream import _one_ahead
+
+    threads: list[str] = []
+
+    def ranges() -> Iterator[str]:
+        threads.append(threading.current_thread().name)
+        yield "first"
+        threads.append(threading.current_thread().name)
+        yield "second"
+        raise RuntimeError("the probe lost its connection")
+
+    session = _CountingSession()
+    ahead = _one_ahead(ranges(), session)  # type: ignore[arg-type]  # ranges stand in for Range
+    assert next(ahead) == "first"
+    assert next(ahead) == "second"  # both ranges before the failing probe, in order
+    with pytest.raises(RuntimeError, match="lost its connection"):
+        next(ahead)
+    assert session.rollbacks == 3  # every probe its own short transaction, the failed one too
+    assert threading.current_thread().name not in threads
+
+
+def test_a_download_stopped_early_leaves_no_probe_running() -> None:
+    import threading
+
+    from orders.exports.stream import _one_ahead
+
+    started = threading.Event()
+
+    def ranges() -> Iterator[int]:
+        for n in itertools.count():
+            started.set()
+            time.sleep(0.05)
+            yield n
+
+    ahead = _one_ahead(ranges(), _CountingSession())  # type: ignore[arg-type]  # as above
+    assert next(ahead) == 0 and started.wait(5)
+    ahead.close()  # the client went away: waits for the probe under way, then returns
+    assert not [t for t in threading.enumerate() if t.name.startswith("export-probe")]

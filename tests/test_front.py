@@ -18,24 +18,27 @@ Times are printed (pytest -s), never asserted; each list request has a generous 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import statistics
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy.orm import Session
 
-from devtools.front import FrontUnavailable, front
+from devtools.front import RECIPE, FrontUnavailable, front, generated_rules, written_rules
 from devtools.gunicorn import gunicorn
-from orders.db import make_engine
-from orders.seed import seed_orders
+from orders.core.errors import ERRORS
+from orders.core.settings import MAX_BODY_BYTES
+from orders.data.db import make_engine
+from orders.data.seed import seed_orders
 
 from .databases import unavailable
 from .fixtures import API_TOKEN, migrated
+from .recipe import list_latencies
 
 WORKERS, THREADS = 1, 4
 SLOW_HEADERS = 300
@@ -117,18 +120,8 @@ def slow_clients(base: str, heads: int, bodies: int = 0) -> Iterator[None]:
 def list_answers(
     base: str, seconds: float, per_request_timeout: float = LIST_TIMEOUT
 ) -> list[tuple[str, float]]:
-    """Ask for the list again and again for `seconds`: (status or error, latency) each time."""
-    answers = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        started = time.monotonic()
-        try:
-            status = str(requests.get(f"{base}/orders", timeout=per_request_timeout).status_code)
-        except requests.RequestException as err:
-            status = type(err).__name__
-        answers.append((status, time.monotonic() - started))
-        time.sleep(0.2)
-    return answers
+    """The HTML list asked again and again for `seconds`: (status or error, latency) each time."""
+    return list_latencies(base, seconds, "/orders", timeout=per_request_timeout, pause=0.2)
 
 
 def test_control_slow_headers_straight_at_gunicorn_stop_the_list(served: tuple[str, str]) -> None:
@@ -197,6 +190,26 @@ def test_long_cursors_get_the_json_invalid_cursor_with_and_without_the_front(ser
 
 
 def test_the_recipe_names_what_it_reads() -> None:
-    recipe = (Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg").read_text()
-    for needed in ("timeout http-request", "option http-buffer-request", "${APP_MAXCONN}", "${FRONT_BIND}"):
+    recipe = RECIPE.read_text()
+    needs = ("timeout http-request", "wait-for-body", "${APP_MAXCONN}", "${EXPORT_MAXCONN}", "${FRONT_BIND}")
+    for needed in needs:
         assert needed in recipe
+
+
+def test_the_fronts_own_answers_are_generated_from_the_apps_tables() -> None:
+    """Every answer the front gives itself is made from orders/core/errors.py (codes, statuses,
+    Retry-After) and orders/core/settings.py (the body limit): `python -m devtools.front --write`."""
+    assert written_rules(RECIPE.read_text()) == generated_rules(), "run: python -m devtools.front --write"
+    rules = generated_rules()
+    assert f"gt {MAX_BODY_BYTES} }}" in rules and "16384" not in RECIPE.read_text().replace(rules, "")
+    for code, kind in ERRORS.items():
+        if f'\\"code\\":\\"{code}\\"' in rules:
+            assert f"status {kind.status} " in rules, code
+
+
+def test_the_body_limit_is_stated_once_in_every_doc() -> None:
+    """The docs say the limit in KiB; each mention is the one value of orders/core/settings.py."""
+    root = RECIPE.parent.parent
+    for path in [root / "README.md", *(root / "docs").glob("*.md")]:
+        for said in re.findall(r"(\d+) KiB", path.read_text()):
+            assert int(said) == MAX_BODY_BYTES // 1024, (path.name, said)

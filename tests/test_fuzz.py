@@ -29,11 +29,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from werkzeug.wrappers import Request
 
-from orders.db import make_engine, migrate
-from orders.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
-from orders.models import CUSTOMER_MAX_LENGTH, STATUSES
-from orders.serialize import CSV_COLUMNS
-from orders.sorts import KEYSETS
+from orders.data.db import make_engine, migrate
+from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
+from orders.exports.csv_format import CSV_COLUMNS
+from orders.finding.sorts import KEYSETS
+from orders.writing.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
 from .databases import ENGINES, throwaway_database
@@ -338,6 +338,11 @@ def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
     With several problems the server reports one of them (it checks in its own order).
     """
     args = Request.from_values(query_string=query).args  # what the server sees, decoded
+    texts = [text for pair in args.items(multi=True) for text in pair]
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for text in texts for ch in text):
+        return {
+            "invalid_parameter"
+        }  # one rule for every parameter, checked first (orders/finding/listing.py)
     problems: set[str] = set()
     params = TARGETS[target]["params"]
     for name in params:

@@ -20,15 +20,18 @@ without limit would cross.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
 import requests
@@ -39,16 +42,18 @@ from sqlalchemy.orm import Session
 from devtools.gunicorn import gunicorn
 from devtools.pgserver import Server, ServerUnavailable, debian_bindir
 from devtools.throwaway import frozen, postgres_processes, redis_server
-from orders.db import make_engine, migrate
-from orders.export import INTERRUPTED
-from orders.models import STATUSES, Order
-from orders.seed import seed_orders
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order
+from orders.data.seed import seed_orders
+from orders.exports.stream import INTERRUPTED
 
+from . import recipe
 from .databases import unavailable
 from .fixtures import SECRET, make_app, migrated
 from .helpers import BASE, add_orders
 from .live import LiveServer
 
+POOL_TIMEOUT_S = 1
 SAFETY = 40  # seconds: every bound below is a few seconds; a hang would wait forever
 BOUNDS = {
     "DATABASE_CONNECT_TIMEOUT_S": 2,
@@ -203,7 +208,7 @@ def test_a_restarted_database_fails_no_request_on_a_dead_pooled_connection(
     cursor = client.get("/api/orders?limit=5").json["next_cursor"]
     requests_ = [(f"/orders?after={cursor}&page=2", h, r) if h else (p, h, r) for p, h, r in AFTER_RESTART]
     before = {path: client.get(path, headers=headers).get_data() for path, headers, _ in requests_}
-    caplog.set_level(logging.INFO, logger="orders.db")
+    caplog.set_level(logging.INFO, logger="orders.web.read_routing")
     for path, headers, retried in requests_:
         # Several idle pooled connections, all opened before the restart.
         held = [engine.connect() for _ in range(3)]
@@ -270,16 +275,29 @@ def test_an_export_cut_by_an_outage_is_visibly_broken_and_resumes(cluster: Serve
     app.extensions["engine"].dispose()
 
 
-def download_through_an_outage(base_url: str, cluster: Server) -> tuple[bytes, bool]:
-    """GET /orders/export.csv, stopping the database once the first bytes arrived; (the body,
-    whether it had its terminating chunk). The database is started again before returning."""
+def kill(cluster: Server) -> None:
+    """The cluster's postmaster and every backend killed (SIGKILL): no goodbye to any client."""
+    processes = postgres_processes(cluster)
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(processes, timeout=SAFETY)
+
+
+def download_through_an_outage(
+    base_url: str, cluster: Server, stop: Callable[[Server], None] = Server.stop, pause: float = 0
+) -> tuple[bytes, bool]:
+    """GET /orders/export.csv, stopping the database `pause` seconds after the first bytes
+    arrived (meanwhile the server waits to send: nothing more is read); (the body, whether it had
+    its terminating chunk). The database is started again before returning."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
     sock.settimeout(SAFETY)
     sock.connect(("127.0.0.1", int(base_url.rsplit(":", 1)[1])))
     sock.sendall(b"GET /orders/export.csv HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     first = sock.recv(65536)
-    cluster.stop()  # mid-download: the next batch finds no database
+    time.sleep(pause)
+    stop(cluster)  # mid-download: the next batch finds no database
     try:
         return read_chunked_after(sock, first)
     finally:
@@ -287,9 +305,17 @@ def download_through_an_outage(base_url: str, cluster: Server) -> tuple[bytes, b
         cluster.start()
 
 
-def test_gunicorn_logs_an_interrupted_export_in_one_line(cluster: Server, tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    ("stop", "pauses"), [(Server.stop, [0.0]), (kill, [0.2, 0.5, 1.0, 0.2, 2.0])], ids=["stopped", "killed"]
+)
+def test_gunicorn_logs_an_interrupted_export_in_one_line(
+    cluster: Server, tmp_path: Any, stop: Callable[[Server], None], pauses: list[float]
+) -> None:
     """Under the production recipe (gunicorn.conf.py) the log says what happened and where to
-    resume, in the app's one line, without gunicorn's traceback of the aborted stream."""
+    resume, in the app's one line, without gunicorn's traceback of the aborted stream: also when
+    the database is killed while the server waits for the reader, and the session's cleanup then
+    fails on the lost connection ("the connection is lost", which replaced ExportInterrupted and
+    printed 125 lines). Several pauses: the cleanup fails only in some of them."""
     engine = make_engine(cluster.url)
     with Session(engine) as session:
         if session.scalar(select(func.count()).select_from(Order)) < EXPORT_ROWS:
@@ -302,8 +328,9 @@ def test_gunicorn_logs_an_interrupted_export_in_one_line(cluster: Server, tmp_pa
         **{k: str(v) for k, v in BOUNDS.items()},
     }
     with gunicorn(cluster.url, log_path=log_path, workers=1, threads=2, env=env) as (base, _):
-        _, complete = download_through_an_outage(base, cluster)
-        assert not complete
+        for pause in pauses:
+            _, complete = download_through_an_outage(base, cluster, stop, pause)
+            assert not complete
     log = log_path.read_text()
     assert "export interrupted, resume after=" in log, log[-3000:]
     assert "Traceback" not in log and "Error handling request" not in log, log[-3000:]
@@ -396,3 +423,67 @@ def test_a_frozen_redis_still_limits_in_memory(own_redis: tuple[str, Any], tmp_p
         statuses = [bounded_get(client, "/api/orders")[0].status_code for _ in range(7)]
     assert statuses == [200] * 5 + [429] * 2
     app.extensions["engine"].dispose()
+
+
+# --- A frozen PostgreSQL with more clients than app slots, through the production recipe -------
+
+
+def _haproxy_times(log: Path) -> list[tuple[str, int, int]]:
+    """(status, ms waiting in haproxy's queue, ms the app took) of each /api/orders the front
+    passed to gunicorn (httplog's Tw and Tr)."""
+    found = []
+    for line in log.read_text().splitlines():
+        if '"GET /api/orders' in line and " app/app1 " in line:
+            timers, status = line.split(" app/app1 ", 1)[1].split()[:2]
+            _, queued, _, answered, _ = timers.split("/")
+            found.append((status, int(queued), int(answered)))
+    return found
+
+
+def test_a_frozen_database_with_more_clients_than_slots_answers_every_one_in_json_within_the_bound(
+    cluster: Server, tmp_path: Path
+) -> None:
+    """8 x the app's slots ask for the list at once while the database is frozen: every answer
+    is the JSON 503 with Retry-After (the app's, or the front's own after `timeout queue`), and
+    the app answers each within the documented bound: pool wait + read timeout + connect timeout."""
+    slots = 4
+    bound_ms = (BOUNDS["DATABASE_READ_TIMEOUT_MS"] + 1000 * BOUNDS["DATABASE_CONNECT_TIMEOUT_S"]
+                + 1000 * POOL_TIMEOUT_S)  # fmt: skip
+    env = {**{k: str(v) for k, v in BOUNDS.items()}, "DATABASE_POOL_TIMEOUT_S": str(POOL_TIMEOUT_S)}
+    with (
+        recipe.own_redis() as (redis_url, _),
+        recipe.production(tmp_path, cluster.url, redis_url, workers=1, threads=slots, env=env) as stack,
+    ):
+        assert requests.get(f"{stack.front}/api/orders", timeout=SAFETY).status_code == 200
+        answers: list[tuple[int, str, str, float]] = []
+        lock = threading.Lock()
+
+        def ask() -> None:
+            started = time.monotonic()
+            response = requests.get(f"{stack.front}/api/orders", timeout=SAFETY)
+            try:
+                code = response.json()["error"]["code"]
+            except ValueError:  # not JSON: haproxy's own HTML page
+                code = response.headers.get("Content-Type", "")
+            with lock:
+                answers.append((response.status_code, code, response.headers.get("Retry-After", ""),
+                                time.monotonic() - started))  # fmt: skip
+
+        with frozen(postgres_processes(cluster)):
+            clients = [threading.Thread(target=ask) for _ in range(8 * slots)]
+            for client in clients:
+                client.start()
+            for client in clients:
+                client.join(SAFETY)
+        time.sleep(1)
+        passed = _haproxy_times(stack.front_log)[1:]  # the first: the 200 before the freeze
+    slowest_app = max((answered for _, _, answered in passed), default=0)
+    print(
+        f"\n{len(answers)} clients, {slots} slots: statuses {sorted(a[0] for a in answers)}; longest wait "
+        f"{max(a[3] for a in answers):.1f} s; the app answered {len(passed)} (slowest {slowest_app} ms, "
+        f"bound {bound_ms} ms), the front {len(answers) - len(passed)} itself"
+    )
+    assert len(answers) == 8 * slots
+    for status, code, retry_after, _ in answers:
+        assert (status, code) == (503, "unavailable") and int(retry_after) > 0, answers
+    assert passed and all(answered <= bound_ms for _, _, answered in passed), passed

@@ -1,4 +1,4 @@
-"""POST /api/orders with an Idempotency-Key (orders/idempotency.py), on every engine: a retry of a
+"""POST /api/orders with an Idempotency-Key (orders/writing/idempotency.py), on every engine: a retry of a
 write whose answer was lost creates nothing and answers the first 201 again; a key reused for
 another body is refused; concurrent retries create one order. tests/test_failover.py retries
 keyed writes across a switchover."""
@@ -10,11 +10,12 @@ import threading
 import uuid
 
 import pytest
+from flask import Flask
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orders import idempotency
-from orders.models import IdempotencyKey, Order
+from orders.data.models import IdempotencyKey, Order
+from orders.writing import idempotency
 
 ORDER = {"customer": "Ana", "amount": "12.50", "status": "paid"}
 
@@ -26,6 +27,27 @@ def count(engine, customer: str = "Ana") -> int:  # type: ignore[no-untyped-def]
 
 def keyed(key: str) -> dict[str, str]:
     return {"Idempotency-Key": key}
+
+
+def at_once(app: Flask, key: str, clients: int) -> list[tuple[int, object]]:
+    """`clients` threads send the same keyed POST at once; each one's status and order id."""
+    start = threading.Barrier(clients)
+    answers: list[tuple[int, object]] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        client = app.test_client()
+        start.wait()
+        response = client.post("/api/orders", json=ORDER, headers=keyed(key))
+        with lock:
+            answers.append((response.status_code, response.json.get("id", response.json)))
+
+    threads = [threading.Thread(target=post) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
 
 
 def test_a_retry_with_the_same_key_creates_nothing_and_answers_the_first_201(client, engine):
@@ -100,22 +122,7 @@ def test_concurrent_requests_with_one_key_create_one_order(app, engine):
     """Eight clients send the same keyed POST at once: the database's unique key lets one
     transaction commit; the others wait for it, fail their insert and answer its 201."""
     key = str(uuid.uuid4())
-    start = threading.Barrier(8)
-    answers: list[tuple[int, object]] = []
-    lock = threading.Lock()
-
-    def post() -> None:
-        client = app.test_client()
-        start.wait()
-        response = client.post("/api/orders", json=ORDER, headers=keyed(key))
-        with lock:
-            answers.append((response.status_code, response.json.get("id", response.json)))
-
-    threads = [threading.Thread(target=post) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(app, key, 8)
     assert {status for status, _ in answers} == {201}, answers
     assert len({order_id for _, order_id in answers}) == 1, answers
     assert count(engine) == 1
@@ -138,3 +145,48 @@ def test_expired_keys_are_pruned_and_then_create_anew(app, client, engine, monke
     assert again.status_code == 201 and again.json["id"] != first.json["id"]
     assert "Idempotent-Replayed" not in again.headers
     assert count(engine) == 3
+
+
+def age(engine, key: str, hours: float) -> None:  # type: ignore[no-untyped-def]
+    with Session(engine) as session:
+        row = session.get(IdempotencyKey, idempotency._sha256(key))
+        assert row is not None
+        row.created_at = dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours)
+        session.commit()
+
+
+def test_a_key_past_its_lifetime_never_replays_even_before_it_is_pruned(app, client, engine, monkeypatch):
+    """The lifetime holds when the key is read: pruning runs on one keyed POST in PRUNE_EVERY
+    per process, and a key a day and a minute old replayed the old order until then."""
+    monkeypatch.setattr(idempotency, "PRUNE_EVERY", 10**9)  # never pruned in this test
+    hours = app.config["IDEMPOTENCY_KEY_HOURS"]
+    old, young = str(uuid.uuid4()), str(uuid.uuid4())
+    first_old = client.post("/api/orders", json=ORDER, headers=keyed(old))
+    first_young = client.post("/api/orders", json=ORDER, headers=keyed(young))
+    age(engine, old, hours + 1 / 60)
+    age(engine, young, hours - 1 / 60)
+    again = client.post("/api/orders", json=ORDER, headers=keyed(old))
+    assert again.status_code == 201 and "Idempotent-Replayed" not in again.headers
+    assert again.json["id"] != first_old.json["id"]
+    # The key now answers for the new order, for a new lifetime; the younger key still replays.
+    replay = client.post("/api/orders", json=ORDER, headers=keyed(old))
+    assert replay.headers["Idempotent-Replayed"] == "true" and replay.json["id"] == again.json["id"]
+    young_again = client.post("/api/orders", json=ORDER, headers=keyed(young))
+    assert young_again.headers["Idempotent-Replayed"] == "true"
+    assert young_again.json["id"] == first_young.json["id"]
+    # An expired key is free for another body too: it is forgotten, not reused by mistake.
+    age(engine, old, hours + 1)
+    other = client.post("/api/orders", json={**ORDER, "amount": "99.00"}, headers=keyed(old))
+    assert other.status_code == 201 and "Idempotent-Replayed" not in other.headers
+    assert count(engine) == 4
+
+
+def test_concurrent_retries_of_an_expired_key_create_one_new_order(app, engine):
+    key = str(uuid.uuid4())
+    first = app.test_client().post("/api/orders", json=ORDER, headers=keyed(key))
+    age(engine, key, app.config["IDEMPOTENCY_KEY_HOURS"] + 1)
+    answers = at_once(app, key, 6)
+    assert {status for status, _ in answers} == {201}, answers
+    ids = {order_id for _, order_id in answers}
+    assert len(ids) == 1 and first.json["id"] not in ids, answers
+    assert count(engine) == 2

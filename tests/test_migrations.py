@@ -12,8 +12,8 @@ from flask import Flask
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orders.db import make_engine, migrate
-from orders.models import Base, Order
+from orders.data.db import make_engine, migrate
+from orders.data.models import Base, Order
 
 from .databases import ENGINES, throwaway_database
 from .fixtures import make_app
@@ -27,7 +27,7 @@ def empty_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # typ
 
 def test_migrations_build_exactly_the_models(empty_url: str) -> None:
     """Alembic's autogenerate, the comparison `alembic revision --autogenerate` makes, finds
-    nothing to add, drop or change between the migrated database and orders/models.py."""
+    nothing to add, drop or change between the migrated database and orders/data/models.py."""
     engine = make_engine(empty_url)
     migrate(engine)
     with engine.connect() as conn:

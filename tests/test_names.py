@@ -1,4 +1,4 @@
-"""Names in human order: the normalized key (orders/names.py), and "Customer A–Z" and go-to by
+"""Names in human order: the normalized key (orders/data/names.py), and "Customer A–Z" and go-to by
 name ordering by it identically on SQLite, PostgreSQL and MariaDB (random Unicode names against
 the Python normalization)."""
 
@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from orders import grammar
-from orders.db import make_engine, migrate
-from orders.models import Order
-from orders.names import KEY_LENGTH, name_key, prefix_upper_bound
-from orders.seed import CUSTOMERS, seed_orders
-from orders.sorts import KEYSETS
+from orders.data.db import make_engine, migrate
+from orders.data.models import Order
+from orders.data.names import KEY_LENGTH, name_key, prefix_upper_bound
+from orders.data.seed import CUSTOMERS, seed_orders
+from orders.finding.sorts import KEYSETS
+from orders.writing import grammar
 from pagination import start_at
 
 from .databases import ENGINES, throwaway_database

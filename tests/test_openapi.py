@@ -26,9 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from orders.db import make_engine, migrate
-from orders.models import STATUSES
-from orders.openapi import SPEC
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES
+from orders.views.openapi import SPEC
 
 from .databases import throwaway_database
 from .fixtures import AUTH, make_app, with_token

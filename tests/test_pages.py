@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from orders.app import create_app
-from orders.settings import SettingsError
+from orders.core.settings import SettingsError
 
 from .fixtures import make_app
 from .helpers import BASE, add_orders, delete_orders, seed_ties
@@ -83,6 +83,7 @@ def test_a_name_with_markup_is_text_in_every_row(client, engine):
 
 
 def test_after_auto_pages_the_sentinel_becomes_a_load_more_button(client, engine):
+    client.application.config["AUTO_PAGES"] = 5  # an operator's setting (by default it never asks)
     seed_ties(engine, 200)
     url, kinds = "/orders", []
     for _ in range(8):
@@ -235,6 +236,7 @@ def test_a_position_url_opens_the_list_at_that_row_with_links_both_ways(client, 
 
 
 def test_load_more_is_a_button_in_a_get_form(client, engine):
+    client.application.config["AUTO_PAGES"] = 5  # an operator's setting (by default it never asks)
     seed_ties(engine, 200)
     url = "/orders"
     for _ in range(6):
@@ -337,3 +339,36 @@ def test_go_to_refuses_values_the_sort_cannot_hold_with_a_400(client, engine, qu
     response = client.get("/orders?" + query)
     assert response.status_code == 400, query
     assert "to" in response.get_data(as_text=True) or "cannot" in response.get_data(as_text=True)
+
+
+def test_unstorable_characters_are_unicode_categories_cc_and_cs():
+    # The list's parameter check is one regex of ranges: exactly the control characters and
+    # surrogates, over every code point.
+    import unicodedata
+
+    from orders.finding.listing import _UNSTORABLE
+
+    wrong = [
+        cp
+        for cp in range(0x110000)
+        if bool(_UNSTORABLE.fullmatch(chr(cp))) != (unicodedata.category(chr(cp)) in ("Cc", "Cs"))
+    ]
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {},
+        {"after": "AbC-_123", "page": 2},
+        {"sort": "customer", "status": "paid", "q": "Úrsula Freitas & co+/?=#%", "before": "x~y"},
+        {"q": "O'Brien (ltd); a,b:c@d!$*", "after": "z"},
+    ],
+)
+def test_list_links_are_what_url_for_builds(app, args):
+    from flask import url_for
+
+    from orders.views.list_page import list_link
+
+    with app.test_request_context("/orders"):
+        assert list_link(url_for("list_page.orders"), args) == url_for("list_page.orders", **args)

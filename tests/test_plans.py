@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from orders.db import make_engine, migrate
-from orders.export import compile_for_copy, copy_params, csv_sql_columns
-from orders.listing import ListRequest
-from orders.seed import seed_orders
-from orders.sorts import KEYSETS, SORTS
+from orders.data.db import make_engine, migrate
+from orders.data.seed import seed_orders
+from orders.exports.stream import batch_sql, compile_for_driver, driver_params, export_columns
+from orders.finding.listing import ListRequest
+from orders.finding.sorts import KEYSETS, SORTS
 from pagination import (
     AFTER,
     BEFORE,
@@ -195,14 +195,16 @@ def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direc
         print(f"\n  [{big.dialect.name} keyset_select {direction}] {plan}")
 
 
-@pytest.mark.parametrize("big", POSTGRESQL, indirect=True)  # the COPY export is PostgreSQL's
+@pytest.mark.parametrize("big", POSTGRESQL, indirect=True)  # the ARRAY(...) read is PostgreSQL's
 @pytest.mark.parametrize("sort", ["newest", "customer"])
 def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
-    """The export's COPY of one batch (orders/export.py) and the probe that finds the batch's
+    """The export's read of one batch (orders/exports/stream.py) and the probe that finds the batch's
     end, at 90% depth: each reads the sort's index from one keyset to the other, no scan."""
     keyset, index = KEYSETS[sort], SORTS[sort].index
     listing = ListRequest(sort, None, LIMIT, None, None)
-    stmt = listing.statement().with_only_columns(*csv_sql_columns(), maintain_column_froms=True)
+    stmt = listing.statement().with_only_columns(
+        *export_columns("postgresql", keyset), maintain_column_froms=True
+    )
     codec = CursorCodec("plan-test-secret-plan-test-secret")
     with Session(big) as session:
         keys = tuple(
@@ -217,10 +219,11 @@ def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
             lambda: next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after)),
         )
         part = next(iterate_ranges(session, stmt, keyset, batch_size=batch, codec=codec, after=after))
-        compiled = compile_for_copy(part.statement, big.dialect)
-        params = copy_params(compiled, part.params)
+        compiled = compile_for_driver(part.statement, big.dialect)
+        params = driver_params(compiled, part.params)
+        read = batch_sql(str(compiled), "postgresql", keyset)
     assert part.rows == batch and len(statements) == 1
-    for label, (sql, bound) in {"probe": statements[0], "batch": (str(compiled), params)}.items():
+    for label, (sql, bound) in {"probe": statements[0], "batch": (read, params)}.items():
         with big.connect() as conn:
             (plan,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, bound).one()
         nodes = list(plan_nodes(plan[0]["Plan"]))

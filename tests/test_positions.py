@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orders.models import Order
-from orders.sorts import KEYSETS
+from orders.data.models import Order
+from orders.finding.sorts import KEYSETS
 from pagination import InvalidCursor, InvalidPosition, PaginationError, iterate, paginate, start_at
 
 from .fixtures import clear

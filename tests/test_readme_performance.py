@@ -11,7 +11,7 @@ def test_readme_numbers_come_from_the_committed_results() -> None:
     text = readme.PAGE.read_text()
     results = json.loads(readme.RESULTS.read_text())
     assert readme.render(text, results) == text, (
-        "docs/performance.md's numbers differ from bench/results/results.json: "
+        "docs/performance.md's numbers differ from bench/results/summary.json: "
         "run `python -m bench.readme` (make bench does it after a full run)"
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import itertools
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -21,11 +22,12 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 
-from orders.db import make_engine, migrate
-from orders.export import csv_text, export_batches, export_chunks
-from orders.listing import ListRequest
-from orders.models import Order
-from orders.serialize import FORMULA_TRIGGERS, neutralize
+from orders.data.db import make_engine, migrate
+from orders.data.models import Order
+from orders.exports.csv_format import CSV_COLUMNS, FORMULA_TRIGGERS, csv_line, neutralize
+from orders.exports.stream import export_chunks
+from orders.finding.listing import ListRequest
+from pagination import CursorCodec, iterate
 
 from .databases import SERVERS, throwaway_database
 from .fixtures import make_app
@@ -40,8 +42,10 @@ DANGEROUS = [
     "=1+1",
     "\tTabbed",
     "\rReturn",
+    " =spaced",  # an import that trims cells (or a person) reads "=spaced"
+    "   @SUM(1)",
 ]
-HARMLESS = ["Ana", "José = Maria", "O'Brien", "1+1", " =spaced", "Ωmega", "'quoted"]
+HARMLESS = ["Ana", "José = Maria", "O'Brien", "1+1", "Ωmega", "'quoted", " spaced", "A =b"]
 # A trigger after a separator: a spreadsheet that splits on ";" (most European locales) or ","
 # starts a cell there. Each is written with ' after the separator (and quoted).
 SEPARATED = {
@@ -51,6 +55,10 @@ SEPARATED = {
     "b,-3;+4": "b,'-3;'+4",
     "c;\tTab": "c;'\tTab",
     "plain; words, here": "plain; words, here",
+    # The issue's: after "; " the cell is " =HYPERLINK(...)", a formula once trimmed.
+    'Ana; =HYPERLINK("http://evil.example")': 'Ana;\' =HYPERLINK("http://evil.example")',
+    "b,  +1": "b,'  +1",
+    "c; d": "c; d",
 }
 
 
@@ -69,6 +77,17 @@ def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
     app = make_app(url)
     yield app
     app.extensions["engine"].dispose()
+
+
+def python_written(
+    session: Session, listing: ListRequest, codec: CursorCodec, batch: int, *, raw: bool
+) -> str:
+    """The reference: the same rows read by the library's iterate() in batches and written by
+    csv_line() in Python, line by line."""
+    columns = [Order.__table__.c[name] for name in CSV_COLUMNS]
+    stmt = listing.statement().with_only_columns(*columns, maintain_column_froms=True)
+    batches = iterate(session, stmt, listing.keyset, batch_size=batch, codec=codec, filters=listing.filters)
+    return "".join(csv_line(row, raw=raw) for b in batches for row in b.items)
 
 
 def names(csv_text: str) -> list[str]:
@@ -93,19 +112,19 @@ def test_neutralize_follows_owasp() -> None:
         assert neutralize(name) == safe
 
 
+@pytest.mark.parametrize("trim", [False, True])
 @pytest.mark.parametrize("separator", [",", ";"])
-def test_no_cell_starts_a_formula_whatever_the_separator(app: Flask, separator: str) -> None:
-    """The file opened as a spreadsheet would, splitting on "," or on ";": no cell starts with
-    a trigger."""
-    text = app.test_client().get("/orders/export.csv").get_data(as_text=True)
-    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=separator))
-    cells = [cell for row in rows for cell in row]
-    formulas = [cell for cell in cells if cell.startswith(FORMULA_TRIGGERS)]
+def test_no_cell_starts_a_formula_whatever_the_separator(app: Flask, separator: str, trim: bool) -> None:
+    """The file opened as a spreadsheet would, splitting on "," or on ";", keeping or trimming
+    the spaces around a cell: no cell starts with a trigger."""
+    data = app.test_client().get("/orders/export.csv").get_data()
+    cells = [cell for row in reread(data, separator, trim=trim) for cell in row]
+    formulas = [cell for cell in cells if cell.lstrip(" ").startswith(FORMULA_TRIGGERS)]
     assert not formulas, formulas
     # The raw file would have had formulas under both separators: the test can tell.
-    raw = app.test_cli_runner().invoke(args=["export", "--raw"]).output
-    raw_cells = [c for row in csv.reader(io.StringIO(raw, newline=""), delimiter=separator) for c in row]
-    assert any(cell.startswith(FORMULA_TRIGGERS) for cell in raw_cells)
+    raw = app.test_cli_runner().invoke(args=["export", "--raw"]).output.encode()
+    raw_cells = [cell for row in reread(raw, separator, trim=trim) for cell in row]
+    assert any(cell.lstrip(" ").startswith(FORMULA_TRIGGERS) for cell in raw_cells)
 
 
 def test_web_export_neutralizes_formula_cells(app: Flask) -> None:
@@ -182,12 +201,16 @@ def server_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         app.extensions["engine"].dispose()
 
 
-def reread(data: bytes, separator: str) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(data.decode(), newline=""), delimiter=separator))
+def reread(data: bytes, separator: str, *, trim: bool = False) -> list[list[str]]:
+    """The cells as a reader splitting on `separator` finds them; `trim`: as one that skips the
+    spaces before a cell (and then reads its quotes), then trims the cell."""
+    rows = csv.reader(io.StringIO(data.decode(), newline=""), delimiter=separator, skipinitialspace=trim)
+    return [[cell.strip(" ") if trim else cell for cell in row] for row in rows]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(customers=['a;"=1', "b\n@x", "=c,d"], raw=False, batch=2)
+@example(customers=["Ana; =HYPERLINK(1)", ' "=x', 'a, " -1', "\r =y"], raw=False, batch=3)
 @given(customers=st.lists(NAME_TEXT, min_size=1, max_size=12), raw=st.booleans(), batch=st.integers(1, 5))
 def test_server_formatted_export_writes_what_the_python_writer_writes(
     server_app: Flask, customers, raw, batch
@@ -211,12 +234,11 @@ def test_server_formatted_export_writes_what_the_python_writer_writes(
     with server_app.app_context(), Session(engine) as session:
         listing = ListRequest.from_args(listing_args, default_limit=20)
         served = b"".join(c.data for c in export_chunks(session, listing, codec, batch_size=batch, raw=raw))
-        written = "".join(
-            csv_text(b, raw=raw) for b in export_batches(session, listing, codec, batch_size=batch)
-        )
+        written = python_written(session, listing, codec, batch, raw=raw)
     assert served == written.encode()
     assert [row[1] for row in reread(served, ",")] == [c if raw else neutralize(c) for c in customers]
     if not raw:
-        for separator in ",;":
-            cells = [cell for row in reread(served, separator) for cell in row]
-            assert not [cell for cell in cells if cell.startswith(FORMULA_TRIGGERS)], separator
+        for separator, trim in itertools.product(",;", (False, True)):
+            cells = [cell for row in reread(served, separator, trim=trim) for cell in row]
+            formulas = [cell for cell in cells if cell.lstrip(" ").startswith(FORMULA_TRIGGERS)]
+            assert not formulas, (separator, trim)

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-import orders.auth
-from orders.app import DYNAMIC_CACHE_CONTROL, create_app
-from orders.secret_key import secret_key_problem
-from orders.settings import SettingsError
+import orders.web.auth
+from orders.app import create_app
+from orders.core.secret_key import secret_key_problem
+from orders.core.settings import SettingsError
+from orders.web.request_path import DYNAMIC_CACHE_CONTROL
 
 from . import fixtures
 from .fixtures import API_TOKEN, AUTH, CHUNKED_POST, CLIENT_LIMITS, chunked_bodies, migrated
@@ -78,7 +79,7 @@ def test_tokens_are_compared_in_constant_time(new_app, monkeypatch) -> None:  # 
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(orders.auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(orders.web.auth.hmac, "compare_digest", spy)
     client = new_app(API_TOKENS=f"{API_TOKEN},second,third", **CLIENT_LIMITS).test_client()
     assert client.post("/api/orders", json=ORDER, headers=AUTH).status_code == 201
     assert [b for _, b in calls] == [API_TOKEN.encode(), b"second", b"third"]

@@ -37,8 +37,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from devtools.gunicorn import free_port, stop_process
-from orders.db import make_engine, migrate
-from orders.seed import seed_orders
+from orders.data.db import make_engine, migrate
+from orders.data.seed import seed_orders
 
 from .databases import throwaway_database
 from .fixtures import API_TOKEN, CHUNKED_POST, chunked_bodies

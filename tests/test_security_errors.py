@@ -18,8 +18,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import create_engine, event, text
 
-from orders.errors import ERRORS
-from orders.openapi import SPEC
+from orders.core.errors import ERRORS
+from orders.views.openapi import SPEC
 
 from . import fixtures
 from .databases import SERVERS, family, throwaway_database
@@ -75,7 +75,7 @@ def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, new_app, cap
         conn.exec_driver_sql("ALTER TABLE orders RENAME COLUMN customer TO customer_renamed")
     try:
         client = new_app().test_client()
-        with caplog.at_level(logging.ERROR, logger="orders.errors"):
+        with caplog.at_level(logging.ERROR, logger="orders.web.errors"):
             response = client.get("/api/orders")
             page = client.get("/orders")
         assert response.status_code == 500, response.get_data()[:300]

@@ -1,4 +1,4 @@
-"""The settings table (orders/settings.py): every bad value is refused at start with one line that
+"""The settings table (orders/core/settings.py): every bad value is refused at start with one line that
 names it, by the app, every CLI command and gunicorn; the documentation is the table.
 
 The values are generated from the table itself (each integer setting just outside its bounds and
@@ -7,6 +7,7 @@ not an integer at all), beside the cases an operator and a security probe actual
 
 from __future__ import annotations
 
+import difflib
 import os
 import subprocess
 import sys
@@ -16,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orders import settings
 from orders.app import create_app
-from orders.settings import SETTINGS, SettingsError
+from orders.core import settings, settings_docs
+from orders.core.settings import SETTINGS, SettingsError
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_PRODUCTION = {
@@ -142,12 +143,14 @@ def test_every_default_is_valid_and_the_table_is_the_documentation() -> None:
     for s in SETTINGS:
         if s.default is not None:
             assert s.read(s.default) == s.default, s.name
-    doc = (ROOT / settings.DOC).read_text()
-    assert settings.documented(doc) == settings.markdown_table(), "run: python -m orders.settings --write"
+    doc = (ROOT / settings_docs.DOC).read_text()
+    assert settings_docs.documented(doc) == settings_docs.markdown_table(), (
+        "run: python -m orders.core.settings_docs --write"
+    )
 
 
 def test_no_module_reads_an_app_setting_from_the_environment_itself() -> None:
-    """One home: os.environ is read for settings only by orders/settings.py."""
+    """One home: os.environ is read for settings only by orders/core/settings.py."""
     names = [s.name for s in SETTINGS]
     for path in [ROOT / "app.py", ROOT / "gunicorn.conf.py", *(ROOT / "orders").glob("*.py")]:
         if path.name == "settings.py":
@@ -155,3 +158,122 @@ def test_no_module_reads_an_app_setting_from_the_environment_itself() -> None:
         text = path.read_text()
         for name in names:
             assert f'environ.get("{name}"' not in text and f'environ["{name}"]' not in text, (path, name)
+
+
+# --- Values that cannot work, and names that are not settings (issue 30) ----------------------
+
+CANNOT_WORK = [
+    ("DATABASE_URL", "postgresql+asyncpg://u@127.0.0.1/orders"),  # an asyncio driver (absent, too)
+    ("DATABASE_URL", "mysql+aiomysql://u@127.0.0.1/orders"),
+    ("DATABASE_URL", "postgresql+psycopg://u@127.0.0.1:notaport/orders"),
+    ("DATABASE_URL", "postgresql+psycopg://u@127.0.0.1:70000/orders"),
+    ("DATABASE_REPLICA_URLS", "postgresql+psycopg://u@127.0.0.1:0/orders"),
+    ("RATELIMIT_STORAGE_URI", "redis://127.0.0.1:notaport"),
+    ("RATELIMIT_STORAGE_URI", "redis://127.0.0.1:99999/0"),
+    ("RATELIMIT_READS", "0 per minute"),
+    ("RATELIMIT_WRITES", "10 per second;0 per hour"),
+    ("TRUSTED_HOSTS", " , "),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), CANNOT_WORK)
+def test_a_value_that_cannot_work_is_refused_at_start_in_one_line(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{name}="):
+        settings.from_environment({name: value})
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**{name: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _one_line(result, name)
+
+
+def test_trusted_hosts_defaults_to_loopback_in_development_and_is_required_in_production() -> None:
+    assert settings.resolve({})["TRUSTED_HOSTS"] == ("localhost", "127.0.0.1")
+    given = {k: v for k, v in GOOD_PRODUCTION.items() if k != "TRUSTED_HOSTS"}
+    with pytest.raises(SettingsError, match="needs TRUSTED_HOSTS"):
+        settings.resolve(given)
+
+
+def _misspellings(name: str) -> set[str]:
+    """Every name one slip away from `name`: a character left out, doubled, swapped with the
+    next or changed (to the next letter, or '_' to '-'), and the last word cut short."""
+    slips = set()
+    for i, ch in enumerate(name):
+        slips.add(name[:i] + name[i + 1 :])
+        slips.add(name[:i] + ch + name[i:])
+        if i + 1 < len(name):
+            slips.add(name[:i] + name[i + 1] + ch + name[i + 2 :])
+        other = "_" if ch == "-" else chr(ord("A") + (ord(ch) - ord("A") + 1) % 26) if ch.isalpha() else "X"
+        slips.add(name[:i] + other + name[i + 1 :])
+    head, _, last = name.rpartition("_")
+    if head and len(last) > 3:
+        slips.add(f"{head}_{last[:-2]}")
+    return slips - set(settings.BY_NAME) - {""}
+
+
+MISSPELT = sorted((name, slip) for name in settings.BY_NAME for slip in _misspellings(name))
+# What the probe of issue 30 set, each meaning the setting after it.
+PROBED = [
+    ("TRUSTED_PROXY", "TRUSTED_PROXIES"),
+    ("RATELIMIT_STORAGE", "RATELIMIT_STORAGE_URI"),
+    ("DATABASE_READ_TIMEOUT", "DATABASE_READ_TIMEOUT_MS"),
+    ("APP_ENVIRONMENT", "APP_ENV"),
+]
+
+
+def test_every_misspelling_of_every_setting_is_refused_in_production_with_the_nearest_name() -> None:
+    assert len(MISSPELT) > 1000, len(MISSPELT)
+    for intended, slip in MISSPELT + [(meant, slip) for slip, meant in PROBED]:
+        env = {**GOOD_PRODUCTION, slip: "1"}
+        with pytest.raises(SettingsError) as refused:
+            settings.from_environment(env)
+        line = str(refused.value)
+        assert line.startswith(f"{slip} is not a setting") and "\n" not in line, line
+        # The nearest known name: the one meant, or one at least as close (BIND and BINDS...).
+        suggested = line.split("did you mean ")[1].split("?")[0]
+        ratio = difflib.SequenceMatcher(None, slip, suggested).ratio()
+        assert suggested == intended or ratio >= difflib.SequenceMatcher(None, slip, intended).ratio(), line
+
+
+@pytest.mark.parametrize(("slip", "meant"), PROBED)
+def test_development_warns_about_a_misspelling_and_goes_on(slip: str, meant: str) -> None:
+    with pytest.warns(settings.SettingsWarning, match=f"{slip} is not a setting.*did you mean {meant}"):
+        values = settings.from_environment({slip: "1"})
+    assert values == {}
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**{slip: "1"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{slip} is not a setting" in result.stderr and meant in result.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**GOOD_PRODUCTION, **{slip: "1"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"{slip} is not a setting" in _one_line(refused, slip)
+
+
+def test_other_programs_variables_are_not_settings() -> None:
+    """The machine's own environment and the usual neighbours pass without a word."""
+    others = ["PATH", "HOME", "VIRTUAL_ENV", "PAGER", "WEB_CONCURRENCY", "GUNICORN_CMD_ARGS", "FLASK_APP"]
+    others += ["FLASK_DEBUG", "PYTHONPATH", "REDIS_URL", "BASE_URL", "TEST_REDIS_URL", "CI", "LANG", "TERM"]
+    assert settings.unknown_settings(dict.fromkeys([*os.environ, *others], "x")) == []
+
+
+def test_the_readme_table_is_generated_from_the_settings_table() -> None:
+    text = (ROOT / settings_docs.README).read_text()
+    assert settings_docs.documented(text) == settings_docs.readme_table(), (
+        "run: python -m orders.core.settings_docs --write"
+    )

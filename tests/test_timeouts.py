@@ -31,8 +31,8 @@ import requests
 from flask import Flask
 from sqlalchemy import create_engine, text
 
-from orders.db import make_engine, migrate
-from orders.models import STATUSES
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES
 
 from .databases import SERVERS, family, throwaway_database
 from .fixtures import make_app
@@ -144,7 +144,7 @@ def test_slow_list_query_is_a_quick_503_and_the_app_recovers(
     app = timed_app(url)
     client = app.test_client()
     assert client.get("/api/orders").status_code == 200  # warm: a pooled connection exists
-    caplog.set_level(logging.WARNING, logger="orders.errors")
+    caplog.set_level(logging.WARNING, logger="orders.web.errors")
     slow = table_locked(kind, url) if slowness == "blocked" else reads_sleep_per_row(kind, url)
     with slow:
         response, elapsed = timed_get(client, "/api/orders", query_string={"limit": 50})
@@ -163,7 +163,7 @@ def test_slow_list_query_is_a_quick_503_and_the_app_recovers(
             response = client.post("/api/orders", json={"customer": "Ana", "amount": "1.00"})
             assert_unavailable(response, time.perf_counter() - started)
     # It was the timeout, as the driver reported it, that made every one of them a 503.
-    messages = [r.getMessage() for r in caplog.records if r.name == "orders.errors"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "orders.web.errors"]
     assert len(messages) >= 4 and all(TIMEOUT_MESSAGES[kind] in m for m in messages), messages
     # Lock released / table back: the very same app (and pool) answers normally again.
     response = client.get("/api/orders", query_string={"limit": 50})
@@ -250,7 +250,7 @@ def test_database_errors_map_to_503_only_when_retrying_can_help(db: tuple[str, s
 
     @app.get("/api/test-only/sql/<int:n>")
     def run_sql(n: int):  # type: ignore[no-untyped-def]
-        from orders.db import get_session
+        from orders.data.db import get_session
 
         get_session().execute(text(ERROR_CASES[kind][n][0]))
         return "ran"

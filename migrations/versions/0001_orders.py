@@ -8,7 +8,7 @@ Create Date: 2026-11-30
 import sqlalchemy as sa
 from alembic import op
 
-from orders.types import BigId, Money, UTCDateTime
+from orders.data.types import BigId, Money, UTCDateTime
 
 revision = "0001"
 down_revision = None

@@ -1,4 +1,4 @@
-"""Add orders.customer_key, the customer name in human order (orders/names.py), fill it for the
+"""Add orders.customer_key, the customer name in human order (orders/data/names.py), fill it for the
 rows already there, and index it with the id in place of the byte-order (customer, id) index.
 
 Revision ID: 0002
@@ -9,7 +9,7 @@ Create Date: 2026-12-01
 import sqlalchemy as sa
 from alembic import op
 
-from orders.names import NameKey, name_key
+from orders.data.names import NameKey, name_key
 
 revision = "0002"
 down_revision = "0001"
@@ -45,7 +45,7 @@ def upgrade() -> None:
         )
         last = rows[-1][0]
     if bind.dialect.name != "sqlite":
-        # Every writer gives the key (orders/models.py); a row without one would be a bug.
+        # Every writer gives the key (orders/data/models.py); a row without one would be a bug.
         op.alter_column(
             "orders", "customer_key", server_default=None, existing_type=NameKey(), existing_nullable=False
         )

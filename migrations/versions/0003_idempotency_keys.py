@@ -8,7 +8,7 @@ Create Date: 2026-12-01
 import sqlalchemy as sa
 from alembic import op
 
-from orders.types import BigId, UTCDateTime
+from orders.data.types import BigId, UTCDateTime
 
 revision = "0003"
 down_revision = "0002"

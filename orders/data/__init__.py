@@ -1,0 +1,1 @@
+"""Data access: engines and sessions, models, replicas, shards, seed data."""

@@ -1,0 +1,192 @@
+"""The Order model and its indexes (one per sort of orders/finding/sorts.py, each ending in id), the
+tables kept with every order (the name words the search reads, the per-status counts the
+estimates read), and the idempotency keys of POST /api/orders (orders/writing/idempotency.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import weakref
+from decimal import Decimal
+from typing import Any, cast
+
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Identity,
+    Index,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    delete,
+    event,
+    insert,
+    inspect,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, validates
+from sqlalchemy.orm.attributes import get_history
+
+from orders.data.names import NameKey, name_key, word_prefixes
+from orders.data.types import BigId, Money, UTCDateTime
+
+CUSTOMER_MAX_LENGTH = 64  # bounded so a `customer` cursor stays under 512 characters
+MAX_ID = 2**63 - 1  # ids are BIGINT: a larger number names no order (and the engines would overflow)
+
+
+class Status(enum.StrEnum):
+    PENDING = "pending"
+    PAID = "paid"
+    SHIPPED = "shipped"
+    CANCELLED = "cancelled"
+
+
+STATUSES = [s.value for s in Status]
+
+
+def _customer_key_default(context: Any) -> str:
+    """A Core INSERT (seeding, imports) that gives `customer` only gets its key here."""
+    return name_key(context.get_current_parameters()["customer"])
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "orders"
+
+    id: Mapped[int] = mapped_column(BigId, Identity(), primary_key=True)
+    customer: Mapped[str] = mapped_column(String(CUSTOMER_MAX_LENGTH))
+    # The name in human order (orders/data/names.py): what "Customer A–Z", go-to by name and search read.
+    # Written with every order: by `_set_customer` for ORM objects, by the column default for Core
+    # INSERTs, by migration 0002 for the rows before it; the PostgreSQL seed passes it itself.
+    customer_key: Mapped[str] = mapped_column(NameKey(), default=_customer_key_default)
+    amount: Mapped[Decimal] = mapped_column(Money)
+    # Plain strings checked by the app: an enum type would differ on each engine.
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_orders_created_at_id", created_at.desc(), id.desc()),
+        Index("ix_orders_amount_id", amount.desc(), id.desc()),
+        Index("ix_orders_customer_key_id", customer_key, id),
+        Index("ix_orders_status_created_at_id", status, created_at.desc(), id.desc()),
+        {"sqlite_autoincrement": True},  # never reuse an id (see the first migration)
+    )
+
+    @validates("customer")
+    def _set_customer(self, _name: str, value: str) -> str:
+        self.customer_key = name_key(value)
+        return value
+
+    def __repr__(self) -> str:
+        return (
+            f"<Order {self.id} {self.customer!r} {self.amount} {self.status} "
+            f"{self.created_at:%Y-%m-%dT%H:%M:%S.%fZ}>"
+        )
+
+
+class OrderWord(Base):
+    """One prefix of one word of an order's customer name (orders/data/names.py `word_prefixes`), with
+    the order's sort columns: the search reads `word = :q` in the sort's order, one index range
+    per sort (orders/finding/search.py). Written with the order (`_write_words` below, the seed's
+    `index_orders`), deleted with it by a trigger on orders (migration 0004: a foreign key would be
+    checked on every word written)."""
+
+    __tablename__ = "order_words"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)  # the order's
+    word: Mapped[str] = mapped_column(NameKey(), primary_key=True)
+    # Copies of the order's own (orders are never re-dated nor re-priced; `_rewrite_words` keeps
+    # them if an ORM update ever does): the same names, so a row's key reads either way.
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    amount: Mapped[Decimal] = mapped_column(Money)
+    customer_key: Mapped[str] = mapped_column(NameKey())
+
+    __table_args__ = (
+        Index("ix_order_words_created_at", word, created_at.desc(), id.desc()),
+        Index("ix_order_words_amount", word, amount.desc(), id.desc()),
+        Index("ix_order_words_customer_key", word, customer_key, id),
+        {"sqlite_with_rowid": False},  # the key is the table: one B-tree fewer to write per word
+    )
+
+
+ORDER_WORDS = cast(Table, OrderWord.__table__)  # declared as FromClause; a mapped class has a Table
+
+STRIPES = 16  # rows per status in order_counts: concurrent writers rarely wait on one row
+
+
+class OrderCount(Base):
+    """How many orders have each status, in STRIPES rows per status (an order counts in stripe
+    id % STRIPES): kept by triggers on `orders` in the writing transaction (migration 0004), read
+    by orders/finding/estimates.py as sum(n) per status."""
+
+    __tablename__ = "order_counts"
+
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+
+def word_rows(
+    order_id: int, customer_key: str, created_at: dt.datetime, amount: Decimal
+) -> list[dict[str, Any]]:
+    """The order_words rows of one order."""
+    common = {"id": order_id, "created_at": created_at, "amount": amount, "customer_key": customer_key}
+    return [{**common, "word": word} for word in sorted(word_prefixes(customer_key))]
+
+
+_TABLES: weakref.WeakKeyDictionary[Engine, dict[str, bool]] = weakref.WeakKeyDictionary()
+
+
+def _has_table(connection: Connection, name: str) -> bool:
+    """Whether the database has this table: a sharded coordinator has neither of the two below
+    (orders/data/shards.py builds only the orders parent there). Remembered once found, per engine
+    (not when missing: the app may run before `init-db` migrates)."""
+    known = _TABLES.setdefault(connection.engine, {})
+    if not known.get(name):
+        known[name] = inspect(connection).has_table(name)
+    return known[name]
+
+
+def keeps_words(connection: Connection) -> bool:
+    return _has_table(connection, OrderWord.__tablename__)
+
+
+def keeps_counts(connection: Connection) -> bool:
+    return _has_table(connection, OrderCount.__tablename__)
+
+
+@event.listens_for(Order, "after_insert")
+def _write_words(_mapper: Mapper[Order], connection: Connection, order: Order) -> None:
+    # In the order's own flush, so its transaction commits both or neither.
+    rows = word_rows(order.id, order.customer_key, order.created_at, order.amount)
+    if rows and keeps_words(connection):  # a name of punctuation alone has no words
+        connection.execute(insert(ORDER_WORDS), rows)
+
+
+@event.listens_for(Order, "after_update")
+def _rewrite_words(_mapper: Mapper[Order], connection: Connection, order: Order) -> None:
+    changed = any(get_history(order, name).has_changes() for name in ("customer", "created_at", "amount"))
+    if changed and keeps_words(connection):
+        connection.execute(delete(ORDER_WORDS).where(ORDER_WORDS.c.id == order.id))
+        _write_words(_mapper, connection, order)
+
+
+class IdempotencyKey(Base):
+    """A POST /api/orders that carried an Idempotency-Key: the order it created and its answer,
+    committed in the same transaction as the order (orders/writing/idempotency.py)."""
+
+    __tablename__ = "idempotency_keys"
+
+    # sha256 of the key, in hex: one fixed length and no collation on any engine (MariaDB's
+    # default one would take "abc" and "ABC" for the same key).
+    key_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of the request's JSON body
+    order_id: Mapped[int] = mapped_column(BigId)
+    response: Mapped[str] = mapped_column(Text)  # the 201's JSON body, sent again on a replay
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_idempotency_keys_created_at", created_at),)

@@ -1,0 +1,1 @@
+"""The CSV export: keyset batches streamed, and the CSV format."""

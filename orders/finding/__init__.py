@@ -1,0 +1,1 @@
+"""Finding orders: one list request, the sorts, search, go-to, estimates."""

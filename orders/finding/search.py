@@ -1,0 +1,140 @@
+"""The search box: an order number opens that order; any other text keeps the orders whose
+customer's name has a word starting with each word typed, ignoring case and accents
+("fre" finds "Úrsula Freitas", "urs fre" and "fre urs" too; docs/finding.md).
+
+How a page stays one index range in every sort, at any depth, for a common or a rare word: the
+table order_words (orders/data/models.py) holds each prefix (1 to WORD_PREFIX characters) of each
+word of every order's name with the order's sort columns, indexed (word, sort columns..., id).
+A query word is an equality, `word = 'fre'`, so the matches of one word in the sort's order are
+one contiguous range of that index: a page reads about `limit` entries of it and `limit` orders
+by primary key, like an unfiltered page, on SQLite, PostgreSQL and MariaDB alike
+(tests/test_find_plans.py). Measured against the alternatives in docs/finding.md.
+
+More words than one: the longest drives the range, each other is one primary-key probe of
+order_words per candidate row (EXISTS), so a page reads `limit / share` entries, where `share` is
+how many of the first word's orders also have the others (flat in depth, like a status filter).
+
+Digits alone (optionally after "#") are an order number, never a name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    MetaData,
+    Select,
+    Table,
+    exists,
+)
+
+from orders.data.models import ORDER_WORDS, Order, OrderWord
+from orders.data.names import WORD_PREFIX, NameKey, key_words, name_key, prefix_upper_bound
+from orders.data.types import BigId, Money, UTCDateTime
+from orders.finding.sorts import SORTS
+from pagination import Keyset
+
+MAX_SEARCH = 64
+MAX_WORDS = 8
+MAX_ID = 2**63 - 1
+_NUMBER = re.compile(r"#?\s*([0-9]+)")
+
+# order_words as one search reads it: `word = :w` keeps at most one row per order, so `id` alone
+# is unique in the rows of a search statement, and each sort's keyset over these columns (the
+# same names as the orders' own) passes the library's uniqueness check. Its own MetaData: the real
+# table (key (id, word)) is OrderWord in orders/data/models.py, which the migrations build.
+WORDS = Table(
+    OrderWord.__tablename__,
+    MetaData(),
+    Column("id", BigId, primary_key=True),
+    Column("word", NameKey(), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("amount", Money, nullable=False),
+    Column("customer_key", NameKey(), nullable=False),
+)
+_ALL_WORDS = ORDER_WORDS
+# Built once: the library remembers its verdict on a statement's joins by their objects.
+_ON_ORDER = WORDS.c.id == Order.__table__.c.id
+
+
+class SearchError(ValueError):
+    """A search the box cannot run; the message says why (a 400 from listing.py)."""
+
+
+def query_words(key: str) -> tuple[str, ...]:
+    """The words a query must each find, longest first: each cut to WORD_PREFIX characters, and
+    without those another one implies ("a" when "ana" is there: a word starting with "ana"
+    starts with "a")."""
+    words = {word[:WORD_PREFIX] for word in key_words(key)}
+    kept = {w for w in words if not any(o != w and o.startswith(w) for o in words)}
+    return tuple(sorted(kept, key=lambda w: (-len(w), w)))
+
+
+@dataclass(frozen=True)
+class Search:
+    text: str  # as typed, trimmed: the URL's `q` and what the box shows again
+    order_id: int | None = None
+    words: tuple[str, ...] = ()  # normalized, longest first (query_words)
+
+    @classmethod
+    def parse(cls, raw: str | None) -> Search | None:
+        text = (raw or "").strip()
+        if not text:
+            return None
+        if len(text) > MAX_SEARCH:
+            raise SearchError(f"q is an order number or a name of at most {MAX_SEARCH} characters")
+        number = _NUMBER.fullmatch(text) if text.isascii() else None
+        if number:
+            order_id = int(number.group(1))
+            if not 1 <= order_id <= MAX_ID:
+                raise SearchError(f"q: order numbers go from 1 to {MAX_ID}, not {text[:40]!r}")
+            return cls(text, order_id=order_id)
+        words = query_words(name_key(text))
+        if not words:
+            raise SearchError("q has no letters or digits to search for")
+        if len(words) > MAX_WORDS:
+            raise SearchError(f"q has {len(words)} words; search for at most {MAX_WORDS}")
+        return cls(text, words=words)
+
+    def filters(self) -> dict[str, Any]:
+        """What a cursor of this search is bound to (a filter, like the status)."""
+        return {"order": self.order_id} if self.order_id is not None else {"q": " ".join(self.words)}
+
+    def keyset(self, sort: str, *, sharded: bool) -> Keyset | None:
+        """The keyset a name search pages by (None: the sort's own)."""
+        return None if self.order_id is not None or sharded else _word_keyset(sort)
+
+    def where(self, stmt: Select[Any], *, sharded: bool = False) -> Select[Any]:
+        if self.order_id is not None:
+            return stmt.where(Order.id == self.order_id)
+        if sharded:
+            return name_start(stmt, " ".join(self.words))
+        lead, *others = self.words
+        stmt = stmt.join(WORDS, _ON_ORDER).where(WORDS.c.word == lead)
+        for word in others:
+            other = _ALL_WORDS.alias()
+            stmt = stmt.where(exists().where(other.c.id == WORDS.c.id, other.c.word == word))
+        return stmt
+
+
+@cache
+def _word_keyset(sort: str) -> Keyset:
+    """The sort's keyset over WORDS's copies of its columns: the index (word, those..., id) reads
+    them in order under `word = :w`."""
+    terms = []
+    for term in SORTS[sort].keyset.columns:
+        column = WORDS.c[str(term.expr.key)]
+        terms.append(column.desc() if term.descending else column.asc())
+    return Keyset(sort, *terms)
+
+
+def name_start(stmt: Select[Any], key: str) -> Select[Any]:
+    """Over shards (no order_words on the coordinator, orders/data/shards.py): the start of the whole
+    name, one range of (customer_key, id)."""
+    stmt = stmt.where(Order.customer_key >= key)
+    bound = prefix_upper_bound(key)
+    return stmt if bound is None else stmt.where(Order.customer_key < bound)

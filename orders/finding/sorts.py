@@ -1,0 +1,66 @@
+"""The list's sorts, in one registry (SORTS): each sort's name (the URL's `sort=`), its label, its
+keyset (terms ending in the id, each backed by an index of orders/data/models.py), what "Go to" reads
+for it, and whether a status filter reads it through the (status, created_at, id) index.
+
+The views, templates, OpenAPI document, CLI, export, benchmarks and tests read sorts from here
+only: a new sort is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import asc, desc
+
+from orders.data.models import Order
+from pagination import Keyset
+
+# What "Go to" reads for a sort (orders/finding/jump.py parses each, and GOTO_FIELDS there says
+# how the browser shows each).
+GotoKind = Literal["datetime", "amount", "name"]
+
+
+@dataclass(frozen=True)
+class Sort:
+    name: str
+    label: str  # the Sort control's option
+    keyset: Keyset
+    goto: GotoKind
+    index: str  # the index each page's range reads (tests/test_plans.py checks it is used)
+    # With a status filter, the (status, created_at, id) index serves this sort (MariaDB needs a
+    # hint to read it as a range: orders/finding/listing.py).
+    status_index: bool = False
+
+
+def _by_time(name: str, label: str, direction: Callable[[Any], Any]) -> Sort:
+    """Newest and oldest: one index read both ways, served under a status filter too."""
+    keyset = Keyset(name, direction(Order.created_at), direction(Order.id))
+    return Sort(name, label, keyset, "datetime", "ix_orders_created_at_id", status_index=True)
+
+
+SORTS: dict[str, Sort] = {
+    sort.name: sort
+    for sort in (
+        _by_time("newest", "Newest first", desc),
+        _by_time("oldest", "Oldest first", asc),
+        Sort(
+            "amount",
+            "Largest amount",
+            Keyset("amount", Order.amount.desc(), Order.id.desc()),
+            "amount",
+            "ix_orders_amount_id",
+        ),
+        Sort(
+            "customer",
+            "Customer A–Z",
+            Keyset("customer", Order.customer_key.asc(), Order.id.asc()),
+            "name",
+            "ix_orders_customer_key_id",
+        ),
+    )
+}
+DEFAULT_SORT = "newest"
+# Each sort's keyset alone, for code that pages with the library directly (export, tests, bench).
+KEYSETS: dict[str, Keyset] = {name: sort.keyset for name, sort in SORTS.items()}

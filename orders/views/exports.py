@@ -1,0 +1,56 @@
+"""The CSV download: the whole (filtered) list, streamed in keyset batches."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from flask import Blueprint, Response, current_app, request
+
+from orders.exports.stream import close_after_stream, csv_chunks, export_chunks
+from orders.finding.listing import InvalidParameter, ListRequest, parse_int
+from orders.finding.positions import codec
+from orders.web import htmx
+from orders.web.routes import streaming_read
+
+bp = Blueprint("exports", __name__)
+bp.after_request(htmx.vary)
+
+
+@bp.get("/orders/export.csv")
+@streaming_read
+def export_csv() -> Response:
+    """The whole (filtered) list as CSV, streamed in keyset batches in constant memory."""
+    listing = ListRequest.from_args(request.args, default_limit=20)
+    if listing.before is not None:
+        raise InvalidParameter("an export reads forward: give after, not before")
+    bom = parse_int(request.args, "bom", 0, 0, 1) == 1  # the page's link asks for it (csv_header)
+    # The stream outlives the request (and its teardown), so it owns a session of its own.
+    session = current_app.extensions["sessionmaker"]()
+    try:
+        chunks = export_chunks(session, listing, codec())
+        # Read the first batch now, so a bad cursor or a dead database is an error status,
+        # not a broken download.
+        first = next(chunks, None)
+    except Exception:
+        session.close()
+        raise
+
+    def stream() -> Iterator[bytes]:
+        try:
+            yield from csv_chunks(
+                itertools.chain([first] if first else [], chunks), after=listing.after, bom=bom
+            )
+        finally:
+            close_after_stream(session)
+
+    filename = f"orders-{listing.sort}{'-' + listing.status if listing.status else ''}.csv"
+    response = Response(
+        stream(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+    # HEAD, or a client gone before the body starts, never runs stream(): the WSGI server's
+    # close() still closes the session (export_chunks already ended its transaction).
+    response.call_on_close(session.close)
+    return response

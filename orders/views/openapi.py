@@ -1,0 +1,311 @@
+"""The JSON API described in OpenAPI 3.1, served at GET /openapi.json (tests run schemathesis on it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from orders.core.errors import ERRORS
+from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
+from orders.data.names import WORD_PREFIX
+from orders.finding.listing import MAX_LIMIT
+from orders.finding.search import MAX_SEARCH, MAX_WORDS
+from orders.finding.sorts import DEFAULT_SORT, SORTS
+from orders.writing.grammar import AMOUNT, MAX_AMOUNT
+
+bp = Blueprint("openapi", __name__)
+
+_CURSOR = {
+    "type": "string",
+    "maxLength": 512,
+    "description": "An opaque cursor from next_cursor or prev_cursor, given back unchanged.",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    """The response every error of this status gets, from the table in orders/core/errors.py."""
+    kinds = {code: kind for code, kind in ERRORS.items() if kind.status == status}
+    error: dict[str, Any] = {
+        "type": "object",
+        "required": ["code", "message", *(["errors"] if status == 422 else [])],
+        "properties": {"code": {"enum": list(kinds)}},
+    }
+    response: dict[str, Any] = {
+        "description": " ".join(f"`{code}`: {kind.meaning}" for code, kind in kinds.items()),
+        "content": {
+            "application/json": {
+                "schema": {
+                    "allOf": [
+                        _ref("Error"),
+                        {"type": "object", "properties": {"error": error}},
+                    ]
+                }
+            }
+        },
+    }
+    # A header is required when every code of this status carries it.
+    headers = set.intersection(*(set(kind.headers) for kind in kinds.values()))
+    if headers:
+        response["headers"] = {name: _HEADERS[name] for name in sorted(headers)}
+    return response
+
+
+_HEADERS: dict[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "WWW-Authenticate": {
+        "description": 'The scheme to authenticate with: `Bearer realm="orders"` (RFC 6750).',
+        "required": True,
+        "schema": {"type": "string", "pattern": "^Bearer "},
+    },
+    "Allow": {
+        "description": "The methods this URL answers.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+# Statuses an operation of the JSON API can answer; 500 is a bug, never documented as an answer.
+DOCUMENTED_STATUSES = sorted({kind.status for kind in ERRORS.values() if kind.status != 500})
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(status): {"$ref": f"#/components/responses/Error{status}"} for status in statuses}
+
+
+_WRITE_SECURITY: list[dict[str, list[str]]] = [{"bearerToken": []}]
+
+
+_ORDER_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "The order's id (a positive 64-bit integer).",
+    "schema": {"type": "integer", "minimum": 1},
+    "example": 1,
+}
+
+SPEC: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "Orders",
+        "version": "1",
+        "description": (
+            "An orders feed paged by keyset: cursors are positions, so inserts and deletes between "
+            "requests never repeat or skip a row. Ids and amounts are strings, exact in any client."
+        ),
+    },
+    "paths": {
+        "/api/orders": {
+            "get": {
+                "operationId": "listOrders",
+                "summary": "One page of orders, first or after/before a cursor.",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "description": "Orders per page; anything else is a 400, never clamped.",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 20},
+                    },
+                    {
+                        "name": "sort",
+                        "in": "query",
+                        "schema": {"enum": list(SORTS), "default": DEFAULT_SORT},
+                    },
+                    {"name": "status", "in": "query", "schema": {"enum": STATUSES}},
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "description": (
+                            "Search. Digits (optionally after `#`) keep that order only. Other text keeps "
+                            "the orders whose customer name has a word starting with each word given "
+                            "(`fre` and `urs fre` find Úrsula Freitas), ignoring case and accents; words "
+                            "are runs of letters and digits, compared on their first "
+                            f"{WORD_PREFIX} characters, at most {MAX_WORDS} of them. Cursors are bound "
+                            "to the search: give the same `q` with `after`/`before`."
+                        ),
+                        "schema": {"type": "string", "maxLength": MAX_SEARCH},
+                    },
+                    {"name": "after", "in": "query", "schema": _CURSOR},
+                    {"name": "before", "in": "query", "schema": _CURSOR},
+                ],
+                "responses": {
+                    "200": {
+                        "description": "A page of orders in the sort's order.",
+                        "content": {"application/json": {"schema": _ref("OrderPage")}},
+                    },
+                    **_errors(400, 429, 503),
+                },
+            },
+            "post": {
+                "operationId": "createOrder",
+                "summary": "Create an order.",
+                "security": _WRITE_SECURITY,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("NewOrder")}},
+                },
+                "responses": {
+                    "201": {
+                        "description": "The order as stored.",
+                        "headers": {
+                            "Location": {
+                                "description": "The new order's URL.",
+                                "required": True,
+                                "schema": {"type": "string"},
+                            }
+                        },
+                        "content": {"application/json": {"schema": _ref("Order")}},
+                    },
+                    **_errors(400, 401, 413, 415, 422, 429, 503),
+                },
+            },
+        },
+        "/api/orders/{id}": {
+            "get": {
+                "operationId": "getOrder",
+                "parameters": [_ORDER_ID],
+                "responses": {
+                    "200": {
+                        "description": "The order.",
+                        "content": {"application/json": {"schema": _ref("Order")}},
+                    },
+                    **_errors(404, 429, 503),
+                },
+            },
+            "delete": {
+                "operationId": "deleteOrder",
+                "security": _WRITE_SECURITY,
+                "parameters": [_ORDER_ID],
+                "responses": {"204": {"description": "Deleted."}, **_errors(401, 404, 429, 503)},
+            },
+        },
+        "/healthz": {
+            "get": {
+                "operationId": "health",
+                "summary": "Whether the database answers.",
+                "responses": {
+                    "200": {
+                        "description": "The database answers.",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["status"],
+                                    "properties": {"status": {"const": "ok"}},
+                                    "additionalProperties": False,
+                                }
+                            }
+                        },
+                    },
+                    **_errors(503),
+                },
+            }
+        },
+    },
+    "components": {
+        "schemas": {
+            "Order": {
+                "type": "object",
+                "required": ["id", "customer", "amount", "status", "created_at"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[1-9][0-9]{0,18}$"},
+                    "customer": {"type": "string", "minLength": 1, "maxLength": CUSTOMER_MAX_LENGTH},
+                    "amount": {"type": "string", "pattern": "^(0|[1-9][0-9]{0,9})\\.[0-9]{2}$"},
+                    "status": {"enum": STATUSES},
+                    "created_at": {
+                        "type": "string",
+                        "format": "date-time",
+                        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z$",
+                        "description": "UTC, always with microseconds.",
+                    },
+                },
+            },
+            "OrderPage": {
+                "type": "object",
+                "required": ["items", "next_cursor", "prev_cursor", "has_more", "has_previous"],
+                "additionalProperties": False,
+                "properties": {
+                    "items": {"type": "array", "maxItems": MAX_LIMIT, "items": _ref("Order")},
+                    "next_cursor": {**_CURSOR, "type": ["string", "null"]},
+                    "prev_cursor": {**_CURSOR, "type": ["string", "null"]},
+                    "has_more": {"type": "boolean", "description": "next_cursor != null"},
+                    "has_previous": {"type": "boolean", "description": "prev_cursor != null"},
+                },
+            },
+            "NewOrder": {
+                "type": "object",
+                "required": ["customer", "amount"],
+                "additionalProperties": False,
+                "properties": {
+                    "customer": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": CUSTOMER_MAX_LENGTH,
+                        "description": (
+                            "Stored in NFC without surrounding spaces; needs a visible character; "
+                            "no control characters, line separators, bidi overrides or isolates."
+                        ),
+                    },
+                    "amount": {
+                        "description": (
+                            "0 to 9999999999.99, at most two decimal places, ASCII digits, no sign or "
+                            "exponent: the same grammar for a string and for a JSON number's text."
+                        ),
+                        "oneOf": [
+                            {"type": "string", "pattern": f"^{AMOUNT.pattern}$"},
+                            {"type": "integer", "minimum": 0, "maximum": int(MAX_AMOUNT)},
+                        ],
+                    },
+                    "status": {"enum": STATUSES, "default": "pending"},
+                    "created_at": {
+                        "type": "string",
+                        "format": "date-time",
+                        "description": (
+                            "With a timezone, from 1970 up to CREATED_AT_MAX_SKEW_SECONDS (5 s) after "
+                            "the server's clock; default: now."
+                        ),
+                    },
+                },
+            },
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "additionalProperties": False,
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "code": {"type": "string"},
+                            "message": {"type": "string", "minLength": 1},
+                            "errors": {"type": "object", "additionalProperties": {"type": "string"}},
+                        },
+                    }
+                },
+            },
+        },
+        "responses": {f"Error{status}": _error_response(status) for status in DOCUMENTED_STATUSES},
+        "securitySchemes": {
+            "bearerToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "One of the server's API_TOKENS. Needed for POST and DELETE only.",
+            }
+        },
+    },
+}
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(SPEC)

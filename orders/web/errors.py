@@ -1,0 +1,107 @@
+"""The error handlers: every exception a request can end in becomes one code of ERRORS,
+answered as JSON under /api (and /healthz, /openapi.json), an error row to htmx, a page elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, jsonify, render_template, request
+from flask.globals import request_ctx
+from flask.typing import ResponseReturnValue
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from werkzeug.exceptions import HTTPException, SecurityError
+
+from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS, ApiError, retryable
+from orders.finding.listing import InvalidParameter
+from orders.web import htmx
+from pagination import CursorMismatch, InvalidCursor, PaginationError
+
+log = logging.getLogger(__name__)
+
+# The code a werkzeug HTTPException of each status becomes (routing, body size, Host checks).
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def wants_json() -> bool:
+    return request.path.startswith("/api/") or request.path in ("/healthz", "/openapi.json")
+
+
+def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
+    headers = dict(err.headers)
+    if err.code == "unavailable":
+        headers.setdefault("Retry-After", str(RETRY_AFTER_SECONDS))
+    missing = [name for name in ERRORS[err.code].headers if name not in headers]
+    assert not missing, f"{err.code} answers must carry {missing}"  # the table promises them
+    if wants_json():
+        body: dict[str, Any] = {"code": err.code, "message": err.message}
+        if err.errors:
+            body["errors"] = err.errors
+        return jsonify(error=body), err.status, headers
+    if request_ctx.url_adapter is None:
+        # The Host was refused (TRUSTED_HOSTS) before routing: no page can build its links.
+        return Response(err.message + "\n", mimetype="text/plain"), err.status, headers
+    if htmx.wants_fragment():
+        # A fragment request: htmx does not swap error responses; app.js shows a Retry row.
+        headers["Vary"] = ", ".join(htmx.VARY)
+        return render_template("_error_row.html", error=err), err.status, headers
+    page = render_template("error.html", error=err, title=ERRORS[err.code].title)
+    return page, err.status, headers
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(err: ApiError) -> ResponseReturnValue:
+        return error_response(err)
+
+    @app.errorhandler(InvalidCursor)
+    def _invalid_cursor(err: InvalidCursor) -> ResponseReturnValue:
+        return error_response(ApiError("invalid_cursor", str(err)))
+
+    @app.errorhandler(CursorMismatch)
+    def _cursor_mismatch(err: CursorMismatch) -> ResponseReturnValue:
+        return error_response(ApiError("cursor_mismatch", str(err)))
+
+    @app.errorhandler(PaginationError)
+    @app.errorhandler(InvalidParameter)
+    def _invalid_parameter(err: ValueError) -> ResponseReturnValue:
+        return error_response(ApiError("invalid_parameter", str(err)))
+
+    @app.errorhandler(DBAPIError)
+    @app.errorhandler(PoolTimeout)
+    def _database_error(err: Exception) -> ResponseReturnValue:
+        if not retryable(err):
+            return _unexpected(err)  # a bug: retrying cannot help, and its trace must be seen
+        # Never show SQL or a stack trace: log one line, tell the client to come back.
+        log.warning("database unavailable: %s", str(err).splitlines()[0][:300])
+        return error_response(
+            ApiError("unavailable", "the database is not answering; retry in a few seconds")
+        )
+
+    @app.errorhandler(HTTPException)
+    def _http_error(err: HTTPException) -> ResponseReturnValue:
+        status = err.code or 500
+        code = _HTTP_CODES.get(status)
+        if code is None:
+            # A status no view raises (e.g. 416 for a bad Range on a static file): werkzeug's own.
+            return err
+        # Keep what the exception says about itself: Allow on a 405, Retry-After on a 429.
+        headers = {k: v for k, v in err.get_headers() if k.lower() != "content-type"}
+        message = err.description or err.name
+        if isinstance(err, SecurityError):  # werkzeug's message repeats the Host it refused
+            message = "this server does not serve that Host (TRUSTED_HOSTS)"
+        return error_response(ApiError(code, message, headers=headers))
+
+    @app.errorhandler(Exception)
+    def _unexpected(err: Exception) -> ResponseReturnValue:
+        log.error("unexpected error", exc_info=err)
+        return error_response(ApiError("internal_error", "something went wrong on our side"))

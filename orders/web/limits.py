@@ -1,0 +1,207 @@
+"""Rate limits per client (Flask-Limiter): a generous budget for reads, a tight one for writes.
+
+Each budget is shared by every route of its kind (an application limit), keyed by the client's
+address: a client paging through the list and polling for new orders spends one read budget.
+The limits are read from the app's configuration on every request (RATELIMIT_READS,
+RATELIMIT_WRITES), so a test or an operator can change them on a running app. Counters live in
+memory by default (each process counts alone) or, with RATELIMIT_STORAGE_URI=redis://..., in
+Redis, shared by every process and app server that points at it. Over the limit: 429
+`rate_limited` with Retry-After, in the same JSON or HTML error format as every other error.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from flask import Flask, current_app, request
+from flask.typing import ResponseReturnValue
+from flask_limiter import ApplicationLimit, Limiter, RateLimitExceeded
+from flask_limiter._limits import RuntimeLimit  # what ApplicationLimit yields: typing only
+from flask_limiter.util import get_remote_address
+from limits.storage import MemoryStorage
+
+from orders.core.errors import ApiError
+from orders.web.errors import error_response
+from orders.web.routes import is_unlimited
+
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+# The budgets, the storage and the key prefix are settings (orders/core/settings.py, RATELIMIT_*).
+# A moving window: no burst of twice the limit across a window boundary.
+STRATEGY = "moving-window"
+
+
+def _reads() -> str:
+    reads: str = current_app.config["RATELIMIT_READS"]
+    return reads
+
+
+def _writes() -> str:
+    writes: str = current_app.config["RATELIMIT_WRITES"]
+    return writes
+
+
+def _exempt() -> bool:
+    # Health routes say so at the route (orders/web/routes.py); static files are cheap and cached.
+    return request.endpoint == "static" or is_unlimited(
+        current_app.view_functions.get(request.endpoint or "")
+    )
+
+
+class _ParsedOnce(ApplicationLimit):
+    """An application limit whose budget string is parsed once per value, not once per request.
+
+    Flask-Limiter parses the string its callable returns on every request (`parse_many`), for
+    every application limit, the writes' too on a read: a tenth of the limiter's time in a
+    fragment's profile. Here the limits made from one string are kept (the setting may still
+    change on a running app: a new string is parsed once), and a request of another method gets
+    none (Flask-Limiter would make them and then skip them as `method_exempt`)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._made: dict[str, list[RuntimeLimit]] = {}
+
+    def __iter__(self) -> Iterator[RuntimeLimit]:
+        if self.methods and request.method.lower() not in self.methods:
+            return iter(())
+        budget = self.limit_provider() if callable(self.limit_provider) else self.limit_provider
+        made = self._made.get(budget)
+        if made is None:
+            made = self._made[budget] = list(super().__iter__())
+        return iter(made)
+
+
+def _storage_options(app: Flask) -> dict[str, Any]:
+    """redis-py's socket timeouts, so a hung Redis (kill -STOP, a partition) is a refused one:
+    without them a request waits on it without limit. Nothing for memory://."""
+    if app.config["RATELIMIT_STORAGE_URI"].startswith("memory"):
+        return {}
+    seconds = app.config["RATELIMIT_STORAGE_TIMEOUT_MS"] / 1000
+    return {"socket_timeout": seconds, "socket_connect_timeout": seconds}
+
+
+FALLBACK_MESSAGE = "Rate limit storage unreachable - falling back to in-memory storage"
+RECOVERED_MESSAGE = "Rate limit storage recovered"
+
+
+class _OneLinePerSwitch(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed
+    """Flask-Limiter tests `not self._storage_dead`, logs, then sets it: threads whose Redis calls
+    failed together all pass the test while the first one writes its line (the write releases the
+    GIL), so one switch was logged up to three times by one process (a clean-clone CI run). Here
+    the line is written once per switch, whichever thread gets there first."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__(logger, {})
+        self._lock = threading.Lock()
+        self._in_memory = False
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            if msg == FALLBACK_MESSAGE:
+                if self._in_memory:
+                    return
+                self._in_memory = True
+            elif msg == RECOVERED_MESSAGE:
+                self._in_memory = False
+        super().log(level, msg, *args, **kwargs)
+
+
+class _FallbackForEveryThread(Limiter):
+    """Flask-Limiter switches to memory in the thread whose Redis call failed first; threads that
+    were already waiting on the same Redis failed after the switch and re-raised, a 500 each (5
+    of 50 requests under 8 readers when Redis was frozen). Here such a thread counts in memory
+    too. The switch is logged once, by the thread that made it (_OneLinePerSwitch)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.logger = _OneLinePerSwitch(self.logger)  # type: ignore[assignment]  # same methods
+
+    def _check_request_limit(self, callable_name: str | None = None, in_middleware: bool = True) -> None:
+        try:
+            super()._check_request_limit(callable_name, in_middleware)
+        except RateLimitExceeded:
+            raise
+        except Exception:
+            if not (self._in_memory_fallback_enabled and self._storage_dead):
+                raise
+            # Another thread switched while this one waited: count this request in memory.
+            self.context.seen_limits.clear()
+            super()._check_request_limit(callable_name, in_middleware)
+
+
+class InlineExpiryMemory(MemoryStorage):
+    """memory:// without a thread per request. limits' MemoryStorage starts a threading.Timer
+    (a new thread, 10 ms) whenever its previous one has run, so a busy worker started one for
+    nearly every request: 0.8 ms of a fragment's 5 ms of CPU (bench/http_level.py's profile).
+    Here the same expiry runs inline, at most once a second; counting is MemoryStorage's own."""
+
+    STORAGE_SCHEME = ["orders+memory"]  # noqa: RUF012  # the base class declares it so
+    _EXPIRE = "_MemoryStorage__expire_events"  # MemoryStorage's private names: checked below
+
+    def __init__(self, uri: str | None = None, wrap_exceptions: bool = False, **options: str) -> None:
+        super().__init__(uri, wrap_exceptions=wrap_exceptions, **options)
+        self._next_expiry = 0.0
+
+    def _MemoryStorage__schedule_expiry(self) -> None:  # replaces the Timer (name-mangled)
+        now = time.monotonic()
+        if now >= self._next_expiry:
+            self._next_expiry = now + 1.0
+            getattr(self, self._EXPIRE)()
+
+
+# Loudly, at import, if a new limits release renamed what InlineExpiryMemory replaces.
+if not all(
+    hasattr(MemoryStorage, n) for n in ("_MemoryStorage__schedule_expiry", InlineExpiryMemory._EXPIRE)
+):
+    raise ImportError("limits.storage.MemoryStorage changed: revisit orders/web/limits.py InlineExpiryMemory")
+
+
+def _storage_uri(app: Flask) -> str:
+    uri: str = app.config["RATELIMIT_STORAGE_URI"]
+    return uri.replace("memory://", "orders+memory://", 1) if uri.startswith("memory://") else uri
+
+
+def init_app(app: Flask) -> Limiter:
+    # One Limiter per app (not a module-level one): its storage belongs to the app, so two apps
+    # in one process (tests, or two configurations) never share counters by accident.
+    limiter = _FallbackForEveryThread(
+        get_remote_address,
+        application_limits=[
+            _ParsedOnce(_reads, scope="reads", methods=READ_METHODS, exempt_when=_exempt),
+            _ParsedOnce(_writes, scope="writes", methods=WRITE_METHODS, exempt_when=_exempt),
+        ],
+        storage_uri=_storage_uri(app),
+        storage_options=_storage_options(app),
+        strategy=STRATEGY,
+        key_prefix=app.config["RATELIMIT_KEY_PREFIX"],
+        # A Redis that refuses or stops answering must not take the app down with it: count in
+        # memory meanwhile, per process, until Redis is back. Flask-Limiter logs the switch once
+        # ("Rate limit storage unreachable - falling back to in-memory storage"), then asks Redis
+        # again after 1, 2, 4, ... 32 s and logs "Rate limit storage recovered" when it answers
+        # (its logger "flask-limiter" writes to gunicorn's error log: gunicorn.conf.py).
+        in_memory_fallback_enabled=not app.config["RATELIMIT_STORAGE_URI"].startswith("memory"),
+    )
+    limiter.init_app(app)
+    app.extensions["rate_limiter"] = limiter
+
+    @app.errorhandler(RateLimitExceeded)
+    def _rate_limited(err: RateLimitExceeded) -> ResponseReturnValue:
+        current = limiter.current_limit
+        # Seconds until the window has room again: at least 1, as Retry-After is whole seconds.
+        wait = max(1, math.ceil(current.reset_at - time.time())) if current else 1
+        kind = "writes" if request.method in WRITE_METHODS else "reads"
+        return error_response(
+            ApiError(
+                "rate_limited",
+                f"too many {kind} from this client (limit {err.description}); retry in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+        )
+
+    return limiter

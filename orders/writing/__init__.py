@@ -1,0 +1,1 @@
+"""Writing orders: the input grammar, validation, idempotency keys."""

@@ -1,0 +1,236 @@
+"""Search by any word, against Python: on every engine, a searched walk in any sort returns
+exactly the orders a Python filter over every row keeps, in the sort's order, for names in many
+scripts (Latin with accents, Greek, Cyrillic, CJK, Arabic, combining marks, several spaces,
+hyphens, apostrophes); with orders inserted and deleted between its pages it loses nothing that
+existed throughout and returns no order twice. The words table is written with every order:
+ORM, seed, migration."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, delete, select, text
+from sqlalchemy.orm import Session
+
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order, OrderWord
+from orders.data.names import WORD_PREFIX, name_key, word_prefixes
+from orders.finding.listing import ListRequest
+from orders.finding.search import Search, SearchError, query_words
+from orders.finding.sorts import SORTS
+from orders.writing import grammar
+from pagination import CursorCodec
+
+from .databases import ENGINES, throwaway_database
+from .fixtures import clear
+from .helpers import BASE, add_orders
+
+SCRIPTS = (
+    "aAáÁàÀâãäçÇéÉêíóôõúÚüßñÑøÅ"  # Latin with accents
+    "ΩωαβγΆέήΪ"  # Greek
+    "БбЖжЯяЁёЙ"  # Cyrillic
+    "日本山田太郎李王"  # CJK
+    "محمدعليى"  # Arabic
+    "\u0301\u0308\u0327\u0903"  # combining marks (acute, diaeresis, cedilla; a spacing Devanagari sign)
+    "  -'’."  # spaces, hyphens, apostrophes, a dot
+)
+raw_names = st.text(
+    st.one_of(st.sampled_from(SCRIPTS), st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp"))),
+    min_size=1,
+    max_size=20,
+)
+
+
+def _valid(raw: str) -> str | None:
+    try:
+        return grammar.customer_name(raw)
+    except grammar.GrammarError:
+        return None
+
+
+customer_names = raw_names.map(_valid).filter(lambda name: name is not None)
+
+
+def matches(query: str, customer: str) -> bool:
+    """The rule, written apart from the code: each word of the query (letters, digits, marks)
+    starts a word of the name's key, compared on its first WORD_PREFIX characters."""
+
+    def word_char(ch: str) -> bool:
+        return unicodedata.category(ch)[0] in "LNM"
+
+    key = name_key(customer)
+    starts = [i for i, ch in enumerate(key) if word_char(ch) and (i == 0 or not word_char(key[i - 1]))]
+    wanted = re.findall(r"\S+", "".join(ch if word_char(ch) else " " for ch in name_key(query)))
+    return all(any(key.startswith(w[:WORD_PREFIX], i) for i in starts) for w in wanted)
+
+
+def sort_key(sort: str, row: Any) -> Any:
+    stamp = row.created_at.timestamp()
+    return {
+        "newest": (-stamp, -row.id),
+        "oldest": (stamp, row.id),
+        "amount": (-row.amount, -row.id),
+        "customer": (name_key(row.customer), row.id),
+    }[sort]
+
+
+def typed_from(name: str, data: st.DataObject) -> str:
+    """What a person might type for this name: the start of one of its words, any case."""
+    words = [w for w in re.split(r"[\s\-'’.]+", name) if w]
+    word = data.draw(st.sampled_from(words)) if words else name
+    typed = word[: data.draw(st.integers(1, max(1, len(word))))]
+    return data.draw(st.sampled_from([typed, typed.upper(), typed.lower()]))
+
+
+def walk(engine: Engine, codec: CursorCodec, listing: ListRequest, between_pages: Any) -> list[Any]:
+    seen: list[Any] = []
+    after = None
+    while True:
+        with Session(engine) as session:
+            current = ListRequest(listing.sort, None, listing.limit, after, None, listing.search)
+            page = current.page(session, codec)
+        seen += page.items
+        if not page.has_more:
+            return seen
+        between_pages()
+        after = page.next_cursor
+
+
+def test_words_of_a_name_and_of_a_query() -> None:
+    assert word_prefixes(name_key("Jean-Luc O'Brien")) >= {"j", "jean", "l", "luc", "o", "b", "brien"}
+    assert "jean-" not in word_prefixes(name_key("Jean-Luc"))
+    assert word_prefixes(name_key("Ana Alves")) == {"a", "an", "ana", "al", "alv", "alve", "alves"}
+    assert max(map(len, word_prefixes("x" * 40))) == WORD_PREFIX
+    assert query_words(name_key("Ú a  ANA an-fr")) == ("ana", "fr", "u")  # implied words dropped
+    assert query_words(name_key("山田 太郎")) == ("太郎", "山田")
+    assert Search.parse("Freitas") == Search("Freitas", words=("freitas",))
+    for bad in ("- '", "a b c d e f g h i"):
+        with pytest.raises(SearchError):
+            Search.parse(bad)
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(st.lists(customer_names, min_size=1, max_size=20), st.sampled_from(list(SORTS)), st.data())
+@example(
+    [
+        "Úrsula Freitas",
+        "Jean-Luc O'Brien",
+        "Ωμέγα  Άλφα",
+        "Борис Ёлкин",
+        "山田 太郎",
+        "محمد علي",
+        "José\u0301",
+    ],
+    "customer",
+    None,
+)
+def test_a_searched_walk_is_the_python_filter_of_every_row(engine, codec, customers, sort, data):  # type: ignore[no-untyped-def]
+    clear(engine)
+    rows = [
+        (BASE - dt.timedelta(minutes=i % 5), name, Decimal(i % 4), STATUSES[i % 4])
+        for i, name in enumerate(customers)
+    ]
+    add_orders(engine, rows)
+    if data is None:  # the explicit example: every name is found by the start of each of its words
+        for name in customers:
+            for word in re.split(r"[\s\-'’]+", name):
+                listing = ListRequest(sort, None, 2, None, None, Search.parse(word[:3].upper()))
+                found = {r.customer for r in walk(engine, codec, listing, lambda: None)}
+                assert name in found, (word, found)
+        return
+    typed = data.draw(st.one_of(st.builds(typed_from, st.sampled_from(customers), st.just(data)), raw_names))
+    try:
+        search = Search.parse(typed)
+    except SearchError:
+        search = None
+    assume(search is not None and search.words)
+    assert search is not None
+    limit = data.draw(st.integers(1, 4))
+    listing = ListRequest(sort, None, limit, None, None, search)
+
+    with Session(engine) as session:
+        before = session.execute(select(Order)).scalars().all()
+        before_rows = {o.id: o for o in before}
+        session.expunge_all()
+    deleted: set[int] = set()
+
+    def others_write() -> None:
+        # Inserted: one whose name has the typed word, one drawn; deleted: one that was there.
+        more = [data.draw(customer_names), f"{data.draw(customer_names)[:10]} {typed}"]
+        when = BASE - dt.timedelta(minutes=data.draw(st.integers(0, 6)))
+        add_orders(engine, [(when, name, Decimal(2), "paid") for name in more])
+        alive = sorted(set(before_rows) - deleted)
+        if alive:
+            victim = data.draw(st.sampled_from(alive))
+            with Session(engine) as session:
+                session.execute(delete(Order).where(Order.id == victim))
+                session.commit()
+            deleted.add(victim)
+
+    got = walk(engine, codec, listing, others_write)
+    ids = [r.id for r in got]
+    assert len(ids) == len(set(ids)), "an order was returned twice"
+    assert all(matches(typed, r.customer) for r in got), [r.customer for r in got]
+    throughout = {i for i, o in before_rows.items() if i not in deleted and matches(typed, o.customer)}
+    assert throughout <= set(ids), "an order that matched throughout was skipped"
+    assert [sort_key(sort, r) for r in got] == sorted(sort_key(sort, r) for r in got)
+
+    # Now nobody writes: the walk is exactly the Python filter over every row, in order.
+    with Session(engine) as session:
+        every = session.execute(select(Order)).scalars().all()
+    expected = sorted((o for o in every if matches(typed, o.customer)), key=lambda o: sort_key(sort, o))
+    assert [r.id for r in walk(engine, codec, listing, lambda: None)] == [o.id for o in expected]
+    # And the table holds exactly each order's prefixes (written with each, deleted with each).
+    with Session(engine) as session:
+        stored = {tuple(r) for r in session.execute(select(OrderWord.id, OrderWord.word))}
+    assert stored == {(o.id, w) for o in every for w in word_prefixes(o.customer_key)}
+
+
+@pytest.fixture(params=ENGINES)
+def empty_url(request: pytest.FixtureRequest, tmp_path) -> Any:  # type: ignore[no-untyped-def]
+    with throwaway_database(request.param, tmp_path, "words") as url:
+        yield url
+
+
+def test_migration_0004_fills_words_and_counts_of_the_rows_already_there(empty_url: str) -> None:
+    engine = make_engine(empty_url)
+    try:
+        migrate(engine, "0003")
+        names = ["Úrsula Freitas", "Jean-Luc O'Brien", "Борис", "山田 太郎"] * 1302  # more than a batch
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO orders (customer, customer_key, amount, status, created_at) "
+                    "VALUES (:c, :k, 1, :s, :t)"
+                ),
+                [
+                    {"c": n, "k": name_key(n), "s": STATUSES[i % 3], "t": BASE.replace(tzinfo=None)}
+                    for i, n in enumerate(names)
+                ],
+            )
+        migrate(engine)
+        with Session(engine) as session:
+            stored = session.execute(select(OrderWord.id, OrderWord.word)).all()
+            keys = dict(session.execute(select(Order.id, Order.customer_key)).all())
+            counts = dict(
+                session.execute(text("SELECT status, SUM(n) FROM order_counts GROUP BY status")).all()
+            )
+        assert sorted(map(tuple, stored)) == sorted((i, w) for i, k in keys.items() for w in word_prefixes(k))
+        assert {s: int(n) for s, n in counts.items()} == {STATUSES[i]: len(names) // 3 for i in range(3)}
+    finally:
+        engine.dispose()

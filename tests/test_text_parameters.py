@@ -1,0 +1,68 @@
+"""One rule for every text parameter of every list route: a character no engine can store (NUL:
+PostgreSQL refuses it in text, and `q=%00` was a 500 on /api/orders, /orders, its fragments and
+/orders/export.csv), or any other control character, is a 400 that names the parameter, on every
+engine (conftest's `client` runs on each), before any parameter is read.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROUTES = {
+    "api": ("/api/orders", {}),
+    "page": ("/orders", {}),
+    "fragment": ("/orders", {"HX-Request": "true"}),
+    "new orders": ("/orders/new", {}),
+    "export": ("/orders/export.csv", {}),
+}
+# Every parameter a list route reads (orders/finding/listing.py, orders/views/list_page.py), and one
+# it does not.
+PARAMETERS = ["q", "to", "tz", "after", "before", "sort", "status", "limit", "page", "unknown"]
+# Control characters: C0 (NUL first), DEL and C1, and a lone surrogate as percent-encoded text.
+CONTROLS = st.one_of(st.sampled_from("\x00\x1f\x7f\x85\x9b"), st.characters(categories=["Cc"]))
+
+
+def assert_names(response, name: str) -> None:  # type: ignore[no-untyped-def]
+    assert response.status_code == 400, (name, response.status_code, response.get_data()[:300])
+    text = response.get_data(as_text=True)
+    assert f"{name} contains U+" in text, text[:400]
+    if response.is_json:
+        assert response.json["error"]["code"] == "invalid_parameter"
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize("name", PARAMETERS)
+def test_nul_in_any_parameter_is_a_400_naming_it(client, route: str, name: str) -> None:  # type: ignore[no-untyped-def]
+    path, headers = ROUTES[route]
+    response = client.get(f"{path}?{name}=ana%00x", headers=headers)
+    assert_names(response, name)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(
+    route=st.sampled_from(list(ROUTES)),
+    name=st.sampled_from(PARAMETERS),
+    before=st.text(alphabet=st.characters(categories=["L", "N"]), max_size=5),
+    control=CONTROLS,
+)
+def test_every_control_character_anywhere_is_a_400_naming_it(  # type: ignore[no-untyped-def]
+    client, route: str, name: str, before: str, control: str
+) -> None:
+    path, headers = ROUTES[route]
+    response = client.get(f"{path}?sort=newest&{name}={quote(before + control)}", headers=headers)
+    assert_names(response, name)
+
+
+def test_a_control_character_in_a_parameter_name_is_refused_too(client) -> None:  # type: ignore[no-untyped-def]
+    response = client.get("/api/orders?q%00=ana")
+    assert response.status_code == 400
+    assert "a parameter name contains U+0000" in response.json["error"]["message"]
+
+
+def test_ordinary_text_still_reads(client) -> None:  # type: ignore[no-untyped-def]
+    for query in ("q=Jos%C3%A9", "q=%23+12", "q=ana+maria"):
+        assert client.get(f"/api/orders?{query}").status_code == 200, query
