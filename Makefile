@@ -25,7 +25,13 @@ run: $(VENV)/.runtime
 	@if [ -z "$$API_TOKENS" ]; then echo "API_TOKENS is not set: POST and DELETE are open to clients on this machine (loopback) only; set API_TOKENS=token1,token2 to require Authorization: Bearer <token>."; fi
 	$(FLASK) run --port $${PORT:-5000}
 
-## test: lint, then the whole suite on SQLite, PostgreSQL 15 and 18.6, MariaDB and Chromium
+## test: lint, then the whole suite on SQLite, PostgreSQL 15 and 18.6, MariaDB and Chromium; modules in a
+## random order (the seed is in the header: MODULE_ORDER=random:SEED replays it, MODULE_ORDER=file keeps
+## the file order); the ten slowest tests at the end
+MODULE_ORDER ?= random
+## TEST_WORKERS: pytest-xdist processes (0: one process); each module runs whole on one worker, the
+## Patroni modules one after another (tests/conftest.py, tests/cluster_support.py PATRONI_GROUP)
+TEST_WORKERS ?= 2
 test: $(VENV)/.dev
 	scripts/ensure-chromium
 	scripts/ensure-databases
@@ -35,7 +41,7 @@ test: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --module-order=$(MODULE_ORDER) -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS)
 
 ## test-browser: the browser tests; BASE_URL=http://host:port [API_TOKEN=...] runs them against a deployment
 test-browser: $(VENV)/.dev
@@ -79,11 +85,12 @@ bench-cluster: $(VENV)/.dev
 	scripts/ensure-patroni
 	$(BIN)/python -m bench.cluster_level
 
-## cluster-shards: a coordinator and SHARDS=3 PostgreSQL shard servers (postgres_fdw), 2 app servers, haproxy; Ctrl-C stops it all
+## cluster-shards: a coordinator and SHARDS=3 shards (postgres_fdw), each a Patroni cluster of NODES=2 (NODES=1: one server), 2 app servers, haproxy; Ctrl-C stops it all
 cluster-shards: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-shards
-	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --rows $${ROWS:-300000}
+	if [ "$${NODES:-2}" -gt 1 ]; then scripts/ensure-patroni; fi
+	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --nodes $${NODES:-2} --rows $${ROWS:-300000}
 
 ## bench-shards: a page through the coordinator at depth 0/50%/90% of 300k rows with 1, 2 and 4 shards, against OFFSET (a few minutes)
 bench-shards: $(VENV)/.dev
