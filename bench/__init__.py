@@ -2,7 +2,7 @@
 
 Run ``python -m bench.run`` (full: about 7 minutes on 2 cores, longer if it has to wait for other
 work on the machine to stop) or ``python -m bench.run --quick`` (about 40 seconds) from the
-repository root. Results go to ``bench/results/``: ``results.json``,
+repository root. Results go to ``bench/results/``: ``summary.json`` (raw/results.json untracked),
 ``report.md`` and ``latency.png`` (the quick run into ``bench/results/quick/``, untracked).
 
 Modules, one per level of the measurement:
@@ -16,5 +16,5 @@ Modules, one per level of the measurement:
 - ``export_level``: ``flask export`` rows per second and peak memory
 - ``targets``: the targets of issue 4 as PASS/MISS, with the measured values
 - ``report``: Markdown tables and the files; ``plot``: latency.png; ``formatting``: helpers
-- ``readme``: the README's Performance numbers, generated from results.json
+- ``readme``: the README's Performance numbers, generated from summary.json
 """

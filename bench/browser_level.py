@@ -87,7 +87,7 @@ def _serve(rows: int, tmp: Path, front_end: Path | None = None, seed: bool = Tru
     from jinja2 import FileSystemLoader
 
     from orders.app import create_app
-    from orders.db import make_engine, migrate
+    from orders.data.db import make_engine, migrate
     from tests.live import LiveServer
 
     url = f"sqlite:///{tmp / 'browser.db'}"

@@ -113,7 +113,7 @@ class Writer(threading.Thread):
         self.commits = 0
 
     def run(self) -> None:
-        from orders.db import make_engine
+        from orders.data.db import make_engine
 
         engine = make_engine(self.dbs.primary_url)
         try:
@@ -135,7 +135,7 @@ class Writer(threading.Thread):
 def replication_delay(dbs: Databases, samples: int = 60) -> dict[str, Any]:
     """With a writer running: time from reading the primary's position to each standby having
     replayed it (polled every millisecond), in ms."""
-    from orders.db import make_engine
+    from orders.data.db import make_engine
 
     engines = [make_engine(node.url()) for node in (dbs.primary, *dbs.standbys)]
     delays: list[float] = []

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
-from orders.models import Order
-from orders.sorts import SORTS
+from orders.data.models import Order
+from orders.finding.sorts import SORTS
 from pagination import AFTER, CursorCodec, Position, filters_fingerprint
 
 LIMIT = 20

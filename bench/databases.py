@@ -1,7 +1,7 @@
 """Throwaway benchmark databases: create (uniquely named ``bench_*``), migrate, seed, ANALYZE, drop.
 
-The schema comes from ``orders.db.migrate`` (Alembic, the one source of truth) and the rows
-from ``orders.seed.seed_orders``, so the benchmark measures exactly what the app runs.
+The schema comes from ``orders.data.db.migrate`` (Alembic, the one source of truth) and the rows
+from ``orders.data.seed.seed_orders``, so the benchmark measures exactly what the app runs.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.orm import Session
 
 from devtools.databases import create_database, drop_database
-from orders.db import make_engine, migrate
-from orders.models import Order
-from orders.seed import seed_orders
+from orders.data.db import make_engine, migrate
+from orders.data.models import Order
+from orders.data.seed import seed_orders
 
 from .common import log, stopwatch
 

@@ -29,8 +29,8 @@ import sqlakeyset
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from orders.db import make_engine
-from orders.models import Order
+from orders.data.db import make_engine
+from orders.data.models import Order
 from pagination import CursorCodec, paginate
 
 from .common import (

@@ -9,8 +9,10 @@ warm-up and then a fixed-duration load, in several short passes over all the end
   the app's codec exactly as the "next" link of the previous page would carry it;
 - ``/healthz`` (Flask + a fresh connection of its own engine and its checks: no pool);
 - ``/static/app.css`` (Flask's static file view, no database);
-- ``/bench/trivial`` (a route that returns "ok", added by ``bench.floor_app``: the same app, hooks and
-  gunicorn doing no work; the honest floor of any route of this app).
+- ``/hello`` of a bare Flask app (``bench.floor_app``: one route returning "hello", no hooks, no
+  database) under a second gunicorn started by the same command: what Flask and gunicorn cost at
+  least. (The floor used to be a trivial route inside this app: it paid every hook a fragment
+  pays, host check, limiter, headers, session, and so hid their cost.)
 
 wrk (Debian package) reports p50/p95/p99 through a small Lua ``done()`` hook; without wrk a
 threaded Python client stands in (and says so in the results, since it competes for the CPU).
@@ -19,9 +21,10 @@ connection alive, and wrk's few connections, opened in one burst, were often all
 worker for a whole pass (the trivial route measured 699-1,331 req/s in passes of one run with
 keep-alive, 873-1,168 without), so a pass measured one worker or two by chance.
 
-The fragments' share of the trivial route is taken per round (a fragment's pass over the
-trivial route's pass of the same round, the median over the rounds): both met the same
-machine, which a best-of-all-passes on each side does not promise.
+The fragments' share of the bare app is taken per round (a fragment's pass over the bare app's
+pass of the same round, the median over the rounds): both met the same machine, which a
+best-of-all-passes on each side does not promise. Only 2xx answers count: a pass with any
+other answer is reported as errors, and the rate limits are lifted so that none is a 429.
 
 The profile runs the deep fragment through Flask's test client under pyinstrument and sorts
 the self time into areas (driver and database wait, SQLAlchemy, Jinja2, cursor signing, ...).
@@ -45,16 +48,19 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from devtools.gunicorn import gunicorn
-from orders.db import make_engine
+from orders.data.db import make_engine
 from pagination import CursorCodec
 
 from .common import SECRET, Target, cursor_for, keys_before, log
-from .floor_app import TRIVIAL_PATH
+from .floor_app import FLOOR_NAMES, FLOOR_PATH
 
 HX = {"HX-Request": "true"}
 # Each request on a connection of its own: the free worker takes it (see the module docstring).
 CLOSE = {"Connection": "close"}
-TRIVIAL = "trivial Flask route"
+TRIVIAL = FLOOR_NAMES[0]
+# The read budget of the load and of the profile: no benchmark reaches it, so every answer is a
+# page (the profile once measured mostly 429s: a few thousand requests exceed the default budget).
+UNREACHED_READ_LIMIT = "100000000 per minute"  # the floor; results keep their "share_of_trivial" keys
 WRK_SCRIPT = """
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -85,7 +91,8 @@ def _wrk(url: str, seconds: float, headers: dict[str, str], connections: int, sc
     return {
         "requests": raw["requests"],
         "seconds": raw["duration_us"] / 1e6,
-        "rps": raw["requests"] / (raw["duration_us"] / 1e6),
+        # Only answers with a 2xx status count (wrk's "status" errors are the others).
+        "rps": (raw["requests"] - raw["non_2xx_3xx"]) / (raw["duration_us"] / 1e6),
         "p50_ms": raw["p50_us"] / 1000,
         "p95_ms": raw["p95_us"] / 1000,
         "p99_ms": raw["p99_us"] / 1000,
@@ -114,7 +121,7 @@ def _python_load(url: str, seconds: float, headers: dict[str, str], connections:
                 response = conn.getresponse()
                 response.read()
                 conn.close()
-                if response.status >= 400:
+                if not 200 <= response.status < 300:
                     errors[0] += 1
             except OSError:
                 errors[0] += 1
@@ -135,7 +142,7 @@ def _python_load(url: str, seconds: float, headers: dict[str, str], connections:
     return {
         "requests": len(latencies),
         "seconds": elapsed,
-        "rps": len(latencies) / elapsed,
+        "rps": (len(latencies) - errors[0]) / elapsed,  # only 2xx answers count
         "p50_ms": pct(50),
         "p95_ms": pct(95),
         "p99_ms": pct(99),
@@ -168,7 +175,7 @@ def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]],
         },
         {"name": "/healthz", "path": "/healthz", "headers": {}, "depth": None},
         {"name": "/static/app.css", "path": "/static/app.css", "headers": {}, "depth": None},
-        {"name": TRIVIAL, "path": TRIVIAL_PATH, "headers": {}, "depth": None},
+        {"name": TRIVIAL, "path": FLOOR_PATH, "headers": {}, "depth": None, "floor": True},
     ]
     return points, {"depth": depth, "expected_first_id": expected_first_id}
 
@@ -201,29 +208,36 @@ def measure(
             return _wrk(url, duration, {**headers, **CLOSE}, connections, script)
         return _python_load(url, duration, headers, connections)  # a new connection each already
 
-    server = gunicorn(
+    # The rate limiter stays on (its cost is part of every request measured) with a budget no
+    # benchmark reaches: wrk sends thousands of requests a second from one address.
+    env = {"SECRET_KEY": SECRET, "PAGE_SIZE": "20", "RATELIMIT_READS": UNREACHED_READ_LIMIT}
+    server = gunicorn(target.url, log_path=tmp_dir / "gunicorn.log", workers=2, env=env)
+    # The floor: the same command (gunicorn.conf.py, 2 workers), another app.
+    floor = gunicorn(
         target.url,
-        log_path=tmp_dir / "gunicorn.log",
+        log_path=tmp_dir / "gunicorn-floor.log",
         workers=2,
-        # The rate limiter stays on (its cost is part of every request measured) with a budget
-        # no benchmark reaches: wrk sends thousands of requests a second from one address.
-        env={"SECRET_KEY": SECRET, "PAGE_SIZE": "20", "RATELIMIT_READS": "100000000 per minute"},
+        env=env,
         app="bench.floor_app:create()",
+        ready_path=FLOOR_PATH,
     )
-    with server as (base, _master):
+    with server as (app_base, _master), floor as (floor_base, _floor_master):
+        for point in points:
+            point["base"] = floor_base if point.get("floor") else app_base
+        base = app_base
         # Sanity: the deep fragment answers 200 and starts at the row after the cursor's row.
         status, body = _get(base + points[1]["path"], HX)
         verified = status == 200 and f'data-id="{expected["expected_first_id"]}"' in body.split("</tr>")[0]
         if not verified:
             log(f"  WARNING: the deep fragment did not start at order {expected['expected_first_id']}")
         for point in points:
-            load(base + point["path"], warmup_s, point["headers"])  # warm the workers' pools and caches
+            load(point["base"] + point["path"], warmup_s, point["headers"])  # warm pools and caches
             point["passes"] = []
         for _ in range(passes):
             # A short look before each round too: a round does not start in someone else's burst.
             busy = _wait_for_quiet(min(quiet_wait_s / 4, 15.0), interval=0.5, verbose=False)
             for point in points:
-                result = load(base + point["path"], pass_seconds, point["headers"])
+                result = load(point["base"] + point["path"], pass_seconds, point["headers"])
                 point["passes"].append({**result, "cpu_busy_before": busy})
     busy_after = psutil.cpu_percent(interval=1.0)
     if max(busy_before, busy_after) > 15:
@@ -233,11 +247,12 @@ def measure(
         point.update(_combine(point["passes"]))
         point.update(share_of(point, trivial))
         point["headers"] = dict(point["headers"])
+        point.pop("base", None)
         point["path"] = point["path"] if len(point["path"]) < 60 else point["path"][:60] + "..."
         log(
             f"  http {point['name']:>22}: {point['rps']:8.1f} req/s  p50 {point['p50_ms']:7.2f} ms  "
             f"p95 {point['p95_ms']:7.2f} ms  errors {point['errors'] + point['non_2xx_3xx']}  "
-            f"{point['share_of_trivial']:6.1%} of the trivial route (per round: "
+            f"{point['share_of_trivial']:6.1%} of the bare Flask app (per round: "
             + " ".join(f"{r:.0%}" for r in point["share_of_trivial_rounds"])
             + ")"
         )
@@ -317,7 +332,7 @@ AREAS = [
     ("/pagination/cursor.py", "cursor sealing and opening (AES-GCM-SIV)"),
     ("/itsdangerous/", "Flask: dispatch, app/request context, url_for"),
     ("/pagination/", "pagination library (seek predicate, page assembly)"),
-    ("/orders/web.py", "orders app views and filters"),
+    ("/orders/views/list_page.py", "orders app views and filters"),
     ("/orders/", "orders app views and filters"),
     ("/werkzeug/", "Werkzeug: request, routing, url_for, test client"),
     ("/flask/", "Flask: dispatch, app/request context, url_for"),
@@ -389,7 +404,8 @@ def _profile_path(target: Target, point: dict[str, Any], requests: int) -> dict[
     from orders.app import create_app
 
     path = point["path"]
-    app = create_app({"DATABASE_URL": target.url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20})
+    config = {"DATABASE_URL": target.url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20}
+    app = create_app({**config, "RATELIMIT_READS": UNREACHED_READ_LIMIT})
     client = app.test_client()
     engine = app.extensions["engine"]
     statements = [0]
@@ -412,9 +428,10 @@ def _profile_path(target: Target, point: dict[str, Any], requests: int) -> dict[
         event.listen(engine, "before_cursor_execute", before)
         event.listen(engine, "after_cursor_execute", after)
         t0 = time.perf_counter()
-        for _ in range(requests):
-            client.get(path, headers=HX)
+        statuses = {client.get(path, headers=HX).status_code for _ in range(requests)}
         plain_seconds = time.perf_counter() - t0
+        if statuses != {200}:
+            raise RuntimeError(f"{path} answered {sorted(statuses)}: the profile would not be of pages")
         event.remove(engine, "before_cursor_execute", before)
         event.remove(engine, "after_cursor_execute", after)
         # ...then under the profiler, for the shares.

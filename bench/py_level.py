@@ -15,8 +15,13 @@ async mode, aiomysql), each call driven to completion on one event loop, in the 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import sys
+import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import sqlakeyset
@@ -25,11 +30,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
-from orders.db import make_engine
-from orders.models import Order
+from orders.data.db import make_engine
+from orders.data.models import Order
 from pagination import CursorCodec, paginate
 from pagination import asyncio as apagination
 
+from . import formatting as fmt
 from .common import (
     FILTERS,
     LIMIT,
@@ -94,9 +100,8 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                         "same_rows": same[depth],
                     }
                 )
-            cells = "  ".join(f"{name} {summary(samples[depth, name])['median']:.3f} ms" for name in METHODS)
             log(
-                f"  py {target.label:>14} depth {depth:>9,}: {cells}"
+                f"  py {target.label:>14} depth {depth:>9,}: {_cells(samples, depth)}"
                 + ("" if same[depth] else "  ROWS DIFFER")
             )
     finally:
@@ -106,23 +111,41 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
     return results
 
 
+def _cells(samples: dict[tuple[int, str], list[float]], depth: int) -> str:
+    """Each method's median at `depth`, then ours/theirs (sync and async): <= 1.00x is the goal."""
+    median = {name: summary(samples[depth, name])["median"] for name in METHODS}
+    cells = "  ".join(f"{name} {median[name]:.3f} ms" for name in METHODS)
+    ratios = "  ".join(
+        f"{ours}/{theirs} {fmt.x(fmt.ratio(median[ours], median[theirs]))}"
+        for ours, theirs in (("paginate", "sqlakeyset"), ("paginate async", "sqlakeyset async"))
+    )
+    return f"{cells}  |  {ratios}"
+
+
 def _methods(session: Session, codec: CursorCodec, depth: int) -> dict[str, Callable[[], list[int]]]:
     """The three ways to read the page at `depth`, each returning the ids it got."""
     keys = keys_before(session, depth)
     cursor = cursor_for(codec, keys)
-    stmt = select(Order)
-    offset_stmt = ordered().offset(depth).limit(LIMIT)
+    # Both through their public API as a web handler calls them: the statement built anew, a
+    # cursor string in, the next page's cursor string out (sqlakeyset's bookmark is its cursor;
+    # encoding included). A new statement per call is what a request pays: a plan remembered by
+    # the statement object would never be found again.
+    bookmark = sqlakeyset.serialize_bookmark((keys, False)) if keys is not None else None
 
     def ours() -> list[int]:
-        page = paginate(session, stmt, NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS)
+        page = paginate(
+            session, select(Order), NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS
+        )
+        assert page.next_cursor
         return [o.id for o in page.items]
 
     def theirs() -> list[int]:
-        page = sqlakeyset.select_page(session, ordered(), per_page=LIMIT, after=keys)
+        page = sqlakeyset.select_page(session, ordered(), per_page=LIMIT, page=bookmark)
+        assert page.paging.bookmark_next
         return [row[0].id for row in page]
 
     def offset() -> list[int]:
-        return [o.id for o in session.scalars(offset_stmt)]
+        return [o.id for o in session.scalars(ordered().offset(depth).limit(LIMIT))]
 
     return {"paginate": ours, "sqlakeyset": theirs, "offset": offset}
 
@@ -133,20 +156,52 @@ def _async_methods(
     """The two keyset reads of the page at `depth` through the AsyncSession."""
     keys = keys_before(session, depth)
     cursor = cursor_for(codec, keys)
-    stmt = select(Order)
+    bookmark = sqlakeyset.serialize_bookmark((keys, False)) if keys is not None else None
 
     def ours() -> list[int]:
         page = loop.run_until_complete(
             apagination.paginate(
-                asession, stmt, NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS
+                asession, select(Order), NEWEST, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS
             )
         )
+        assert page.next_cursor
         return [o.id for o in page.items]
 
     def theirs() -> list[int]:
         page = loop.run_until_complete(
-            sqlakeyset.asyncio.select_page(asession, ordered(), per_page=LIMIT, after=keys)
+            sqlakeyset.asyncio.select_page(asession, ordered(), per_page=LIMIT, page=bookmark)
         )
+        assert page.paging.bookmark_next
         return [row[0].id for row in page]
 
     return {"paginate async": ours, "sqlakeyset async": theirs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """This level alone: ``python -m bench.py_level [--rows N] [--engines ...]`` seeds throwaway
+    databases, measures depth 0 and 90% interleaved, prints the medians and the ratios."""
+    from . import databases
+    from .common import SECRET
+
+    parser = argparse.ArgumentParser(prog="python -m bench.py_level", description=main.__doc__)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--engines", default="sqlite,postgresql,mysql")
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--budget", type=float, default=20.0, help="seconds per depth and engine")
+    args = parser.parse_args(argv)
+    codec = CursorCodec(SECRET)
+    with tempfile.TemporaryDirectory(prefix="bench-py-") as tmp, ExitStack() as stack:
+        for kind in args.engines.split(","):
+            reason = databases.server_available(kind)
+            if reason:
+                log(f"!! {kind} skipped: {reason}")
+                continue
+            url = stack.enter_context(databases.throwaway(kind, kind, Path(tmp)))
+            databases.seed(url, args.rows)
+            target = Target(kind, kind, url, args.rows, [0, args.rows * 9 // 10])
+            measure(target, rounds=args.rounds, budget_s=args.budget, codec=codec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""Turn the raw results into Markdown tables and write results.json, report.md and latency.png.
+"""Turn the raw results into Markdown tables; write raw/results.json, summary.json, report.md and
+latency.png.
 
 The targets are evaluated in ``targets`` and the plot drawn in ``plot``; this module lays out
 the report (the machine, the PASS/MISS list, one table per level) and writes the files.
@@ -10,10 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import browser_level
+from . import browser_level, summary
 from . import formatting as fmt
 from .common import LIMIT
 from .export_level import marginal_rate
+from .floor_app import FLOOR_NAMES
 from .plot import plot, plot_wheel
 from .targets import evaluate
 
@@ -203,7 +205,7 @@ def _http_md(results: dict[str, Any]) -> str:
     if not http:
         return "Not measured (no PostgreSQL, or the phase failed)."
     points = http["endpoints"]
-    trivial = next(p for p in points if p["name"] == "trivial Flask route")
+    trivial = next(p for p in points if p["name"] in FLOOR_NAMES)
 
     def share(p: dict[str, Any]) -> str:
         # Results from before the per-round share: the best passes' ratio, said so.
@@ -227,7 +229,7 @@ def _http_md(results: dict[str, Any]) -> str:
         for p in points
     ]
     header = ["endpoint", "req/s", "p50 ms", "p95 ms", "p99 ms", "all passes: req/s / median p50"]
-    table = fmt.table([*header, "requests", "errors", "of the trivial route's req/s"], rows)
+    table = fmt.table([*header, "requests", "errors", f"of the {trivial['name']}'s req/s"], rows)
     return (
         f"gunicorn, {http['workers']} workers (gthread, one thread each), on the {http['rows']:,}-row "
         "PostgreSQL database; "
@@ -238,15 +240,20 @@ def _http_md(results: dict[str, Any]) -> str:
         "results.json. The deep fragment was checked to start at the right row: "
         f"{'yes' if http['deep_fragment_verified'] else '**NO**'}.\n\n{table}\n\n"
         + (
-            "The share of the trivial route is per round: each pass over the trivial route's pass of "
+            "The share of the floor is per round: each pass over the floor's pass of "
             "the same round, the median of the rounds (their range in brackets); every request on a "
             "connection of its own (`Connection: close`), so that a pass does not stay on one worker. "
             if "share_of_trivial" in trivial
             else ""
         )
-        + "The floor is the **trivial Flask route**, which returns `ok` through the same app, hooks and "
-        "gunicorn (`bench/floor_app.py`: the honest floor of any route here); "
-        "`/static/app.css` is Flask's static-file view; "
+        + (
+            "The floor is a **bare Flask app** (`bench/floor_app.py`: one route returning `hello`, no "
+            "hooks) under a second gunicorn started by the same command; only 2xx answers count; "
+            if trivial["name"] == FLOOR_NAMES[0]
+            else "The floor is the **trivial Flask route**, which returns `ok` through the same app, "
+            "hooks and gunicorn; "
+        )
+        + "`/static/app.css` is Flask's static-file view; "
         "`/healthz` connects afresh (its own engine, no pool) and checks the database and the "
         "rate-limit storage, each within its bound. The load generator shares the 2 cores with "
         "gunicorn and PostgreSQL." + _busy(http)
@@ -439,10 +446,13 @@ def markdown(results: dict[str, Any], *, details: bool = True) -> str:
 
 
 def write(results: dict[str, Any], out_dir: Path, suffix: str = "") -> str:
-    """Evaluate the targets, write results.json, report.md and latency.png; return the stdout summary."""
+    """Evaluate the targets, write raw/results.json (untracked), summary.json (what the docs are
+    generated from, bench/summary.py), report.md and latency.png; return the stdout summary."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results["targets"] = evaluate(results)
-    (out_dir / f"results{suffix}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    (out_dir / "raw").mkdir(exist_ok=True)
+    (out_dir / "raw" / f"results{suffix}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    summary.write(results, out_dir / f"summary{suffix}.json")
     (out_dir / f"report{suffix}.md").write_text(markdown(results))
     if results["db_level"] or results["py_level"]:
         plot(results, out_dir / f"latency{suffix}.png")

@@ -2,9 +2,9 @@
 
 Seeds throwaway databases on SQLite, PostgreSQL and MariaDB (plus a 3M-row PostgreSQL table in
 full mode), measures the database, Python, HTTP and export levels, and writes
-``bench/results/results.json``, ``report.md`` and ``latency.png``, and the README's Performance
-numbers (``bench.readme``). ``--quick`` writes to ``bench/results/quick/``, which git ignores: a
-user's quick run never dirties the checkout.
+``bench/results/summary.json`` (raw: ``raw/results.json``, untracked), ``report.md`` and
+``latency.png``, and the README's Performance numbers (``bench.readme``). ``--quick`` writes to
+``bench/results/quick/``, which git ignores: a user's quick run never dirties the checkout.
 
 It is a benchmark, not a test: targets are printed as PASS/MISS but never asserted. The exit
 status is non-zero only when a phase crashed (the others still run and are reported), and every
@@ -35,7 +35,17 @@ import psutil
 
 from pagination import CursorCodec
 
-from . import browser_level, databases, db_level, export_level, http_level, py_level, readme, report
+from . import (
+    browser_level,
+    databases,
+    db_level,
+    export_level,
+    http_level,
+    py_level,
+    readme,
+    report,
+    search_level,
+)
 from .common import SECRET, Target, log
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -182,6 +192,7 @@ class Run:
             "phases": {},
             "db_level": [],
             "py_level": [],
+            "search": [],
             "http": None,
             "profile": None,
             "export": [],
@@ -262,6 +273,16 @@ class Run:
                     ),
                 )
                 self.results["py_level"] += rows or []
+            for target in measured:
+                rows = self.phase(
+                    f"search level {target.label}",
+                    lambda t=target: search_level.measure(
+                        t, rounds=plan.db_rounds, budget_s=plan.budget_s, codec=self.codec
+                    ),
+                )
+                self.results["search"] += rows or []
+            if self.results["search"]:
+                log(search_level.report(self.results["search"]))
 
             postgres = next((t for t in main if t.kind == "postgresql"), None)
             if postgres:
@@ -360,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
 def write_outputs(results: dict[str, Any], out_dir: Path) -> bool:
     try:
         print(report.write(results, out_dir), flush=True)
-        log(f"bench: wrote {out_dir}/results.json, report.md, latency.png")
+        log(f"bench: wrote {out_dir}/summary.json, raw/results.json, report.md, latency.png")
         return True
     except Exception:
         traceback.print_exc()

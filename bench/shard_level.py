@@ -9,7 +9,18 @@ For each shard count, on the same 300,000 orders (seed_orders, three a minute):
   both return the same rows (checked before timing);
 - the rows each shard sent for one page: the `FETCH` statements postgres_fdw ran on it, counted
   by pg_stat_statements on each shard (fetch_size is PAGE_SIZE + 2 = 22);
-- export rows/s: the whole table in the export's keyset batches (5,000) through the coordinator.
+- export rows/s: the whole table in the export's keyset batches (5,000) through the coordinator;
+- heavy ties: a `customer` page 90% deep (the demo's 25 names: thousands of rows share the
+  position's name), the index entries each shard reads for one fetch, from `EXPLAIN (ANALYZE)` on
+  the shard of the Remote SQL the coordinator sent: the seek the app ships (its range starts at
+  the name, the rows tying with it before the position are read and filtered) against the split
+  seek (the tie range `customer_key = :k AND id > :id` and the rest `customer_key > :k`, each
+  shipped with its ORDER BY, merged by the coordinator; not what the app runs, docs/shards.md);
+- add-shard: 2 shards to 3 (orders/data/shards.py: half of one shard's rows copied by logical
+  replication, then one switch transaction) while a writer inserts one order per transaction
+  and a reader reads first pages through the coordinator: the rows moved, how long the switch
+  held its lock (what add-shard reports), the longest gap between the writer's commits and
+  between the reader's pages while it ran, and how long the whole add took.
 
 What two cores cannot show: every server, the coordinator and this client share two cores, so
 shards add no parallel capacity here (and postgres_fdw reads them one after another under Merge
@@ -22,30 +33,124 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import Session
 
-from bench.common import FILTERS, LIMIT, SECRET, cursor_for, interleaved, keys_before, log, stopwatch, summary
+from bench.common import (
+    FILTERS,
+    LIMIT,
+    SECRET,
+    SqlCapture,
+    cursor_for,
+    interleaved,
+    keys_before,
+    log,
+    stopwatch,
+    summary,
+)
 from bench.formatting import ms, num, table
 from devtools.gunicorn import ROOT
 from devtools.shards import Topology, topology
-from orders.db import make_engine
-from orders.export import EXPORT_BATCH_SIZE
-from orders.models import Order
-from orders.seed import seed_orders
-from orders.shards import fetch_size_for, init_shards
-from orders.sorts import SORTS
-from pagination import CursorCodec, iterate, paginate
+from orders.data.db import make_engine
+from orders.data.models import Order
+from orders.data.seed import seed_orders
+from orders.data.shards import add_shard, fetch_size_for, init_shards
+from orders.exports.stream import EXPORT_BATCH_SIZE
+from orders.finding.sorts import SORTS
+from pagination import AFTER, CursorCodec, Position, filters_fingerprint, iterate, paginate
 
 RESULTS = ROOT / "bench" / "results" / "shards.json"
 NOW = dt.datetime(2026, 3, 11, 12, 0, tzinfo=dt.UTC)
-BOUNDED = SORTS["newest"].bounded_keyset
+KEYSET = SORTS["newest"].keyset
+SEEK = "bounded"  # what the app pages shards with (orders/finding/positions.py seek_form)
 TABLE = Order.__table__
 FETCHED = "SELECT coalesce(sum(rows), 0) FROM pg_stat_statements WHERE query LIKE 'FETCH%'"
+CUSTOMER = SORTS["customer"].keyset
+# The split seek of a customer page: two exact index ranges, each shipped with its ORDER BY.
+SPLIT = (
+    "(SELECT * FROM orders WHERE customer_key = %(k)s AND id >= %(id)s "
+    "ORDER BY customer_key, id LIMIT %(n)s) "
+    "UNION ALL (SELECT * FROM orders WHERE customer_key > %(k)s ORDER BY customer_key, id LIMIT %(n)s) "
+    "ORDER BY customer_key, id LIMIT %(n)s"
+)
+
+
+def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+def _entries_read(top: Topology, engine: Engine, sql: str, params: Any) -> tuple[list[int], list[int]]:
+    """(index entries each shard reads for one fetch of what the coordinator sent it for `sql`,
+    the ids `sql` returns). postgres_fdw reads a shard in fetches of fetch_size rows: each
+    Foreign Scan's Remote SQL is run on its shard with that LIMIT under EXPLAIN (ANALYZE), and
+    the entries read are the scans' rows kept plus those removed by their filters."""
+    fetch = fetch_size_for(LIMIT)
+    with engine.connect() as conn:
+        ids = [row.id for row in conn.exec_driver_sql(sql, params)]
+        (plan,) = conn.exec_driver_sql("EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) " + sql, params).one()
+    read = [0] * len(top.shards)
+    for scan in _plan_nodes(plan[0]["Plan"]):
+        if scan.get("Node Type") != "Foreign Scan":
+            continue
+        index = int(scan["Relation Name"].rsplit("_", 1)[1]) - 1
+        shard = create_engine(top.shards[index].url(), isolation_level="AUTOCOMMIT")
+        try:
+            with shard.connect() as conn:
+                (shard_plan,) = conn.exec_driver_sql(
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {scan['Remote SQL']} LIMIT {fetch}"
+                ).one()
+        finally:
+            shard.dispose()
+        read[index] += sum(
+            node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            for node in _plan_nodes(shard_plan[0]["Plan"])
+            if node.get("Node Type", "").endswith("Scan")
+        )
+    return read, ids
+
+
+def heavy_ties(top: Topology, engine: Engine, codec: CursorCodec, rows: int) -> dict[str, Any]:
+    """Index entries read per shard for a customer page 90% deep: the app's seek and the split."""
+    with Session(engine) as session:
+        position = select(*(c.expr for c in CUSTOMER.columns)).order_by(*CUSTOMER.order_by())
+        name, last = session.execute(position.offset(rows * 9 // 10).limit(1)).one()
+        cursor = codec.encode(Position("customer", AFTER, filters_fingerprint(FILTERS), (name, last)))
+        with SqlCapture(engine) as captured:
+            page = paginate(
+                session,
+                select(TABLE),
+                CUSTOMER,
+                limit=LIMIT,
+                codec=codec,
+                after=cursor,
+                filters=FILTERS,
+                seek=SEEK,
+            )
+        shown = [r.id for r in page.items]
+    (statement,) = [c for c in captured.statements if "FROM orders" in c.statement and "LIMIT" in c.statement]
+    app, app_ids = _entries_read(top, engine, statement.statement, statement.parameters)
+    split, split_ids = _entries_read(top, engine, SPLIT, {"k": name, "id": last, "n": LIMIT + 2})
+    # Inclusive like the app's statement, which reads the boundary row too (its `_keyset_at`).
+    assert app_ids == split_ids and shown == app_ids[1 : LIMIT + 1], "the split seek returns another page"
+    ties = []
+    for server in top.shards:
+        shard = create_engine(server.url(), isolation_level="AUTOCOMMIT")
+        with shard.connect() as conn:
+            ties.append(
+                int(conn.scalar(text("SELECT count(*) FROM orders WHERE customer_key = :k"), {"k": name}))
+            )
+        shard.dispose()
+    return {"ties_per_shard": ties, "app_entries_per_shard": app, "split_entries_per_shard": split}
 
 
 def _fetched_per_shard(top: Topology, run: Any) -> list[int]:
@@ -88,13 +193,20 @@ def measure(shards: int, rows: int, rounds: int) -> dict[str, Any]:
 
             def ours(cursor: str | None = cursor) -> list[int]:
                 page = paginate(
-                    session, select(TABLE), BOUNDED, limit=LIMIT, codec=codec, after=cursor, filters=FILTERS
+                    session,
+                    select(TABLE),
+                    KEYSET,
+                    limit=LIMIT,
+                    codec=codec,
+                    after=cursor,
+                    filters=FILTERS,
+                    seek=SEEK,
                 )
                 session.rollback()
                 return [r.id for r in page.items]
 
             def offset(depth: int = depth) -> list[int]:
-                stmt = select(TABLE).order_by(*BOUNDED.order_by()).offset(depth).limit(LIMIT)
+                stmt = select(TABLE).order_by(*KEYSET.order_by()).offset(depth).limit(LIMIT)
                 ids = [r.id for r in session.execute(stmt)]
                 session.rollback()
                 return ids
@@ -107,12 +219,13 @@ def measure(shards: int, rows: int, rounds: int) -> dict[str, Any]:
         with stopwatch() as export:
             exported = 0
             for batch in iterate(
-                session, select(TABLE), BOUNDED, batch_size=EXPORT_BATCH_SIZE, filters=FILTERS
+                session, select(TABLE), KEYSET, batch_size=EXPORT_BATCH_SIZE, filters=FILTERS, seek=SEEK
             ):
                 exported += len(batch.items)
                 session.rollback()
         assert exported == rows
         session.close()
+        ties = heavy_ties(top, engine, codec, rows)
         engine.dispose()
         return {
             "shards": shards,
@@ -120,6 +233,7 @@ def measure(shards: int, rows: int, rounds: int) -> dict[str, Any]:
             "fetch_size": fetch_size_for(LIMIT),
             "seed_seconds": seeding["seconds"],
             "export_rows_per_s": rows / export["seconds"],
+            "heavy_ties": ties,
             "pages": [
                 {
                     "depth": d,
@@ -130,6 +244,90 @@ def measure(shards: int, rows: int, rounds: int) -> dict[str, Any]:
                 for (d, m) in methods
             ],
         }
+
+
+def measure_add(rows: int) -> dict[str, Any]:
+    """add-shard from 2 shards to 3 under a writer and a reader, on `rows` orders."""
+    codec = CursorCodec(SECRET)
+    with topology(2, spare=1) as top:
+        log(f"add-shard: 2 shards, seeding {rows:,} orders...")
+        urls = [s.url() for s in top.shards]
+        init_shards(top.url, urls, page_size=LIMIT)
+        engine = make_engine(top.url)
+        with Session(engine) as session:
+            seed_orders(session, rows, now=NOW)
+        stop = threading.Event()
+        commits: list[float] = []
+        pages: list[float] = []
+
+        def writer() -> None:
+            with Session(engine) as session:
+                while not stop.is_set():
+                    session.add(Order(customer="Writer", amount=1, status="paid", created_at=NOW))
+                    session.commit()
+                    commits.append(time.monotonic())
+                    time.sleep(0.01)
+
+        def reader() -> None:
+            with Session(engine) as session:
+                while not stop.is_set():
+                    paginate(
+                        session, select(TABLE), KEYSET, limit=LIMIT, codec=codec, filters=FILTERS, seek=SEEK
+                    )
+                    session.rollback()
+                    pages.append(time.monotonic())
+                    time.sleep(0.01)
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(1)
+            log("add-shard: adding the third shard...")
+            started = time.monotonic()
+            added = add_shard(top.url, urls, top.spare[0].url(), page_size=LIMIT)
+            ended = time.monotonic()
+            time.sleep(1)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        engine.dispose()
+        return {
+            "rows": rows,
+            "moved": added.moved,
+            "lock_held_s": added.paused_s,
+            "add_seconds": ended - started,
+            "writer_longest_gap_s": _longest_gap(commits, started, ended),
+            "reader_longest_gap_s": _longest_gap(pages, started, ended),
+        }
+
+
+def _longest_gap(times: list[float], start: float, end: float) -> float:
+    around = [t for t in times if start - 1 <= t <= end + 1]
+    return max((b - a for a, b in itertools.pairwise(around)), default=float("nan"))
+
+
+def report_add(result: dict[str, Any]) -> str:
+    return table(
+        [
+            "add-shard 2 -> 3",
+            "rows moved",
+            "switch held its lock",
+            "longest gap: writer / reader",
+            "whole add",
+        ],
+        [
+            [
+                f"{num(result['rows'])} orders",
+                num(result["moved"]),
+                ms(result["lock_held_s"] * 1000) + " ms",
+                " / ".join(ms(result[k] * 1000) for k in ("writer_longest_gap_s", "reader_longest_gap_s"))
+                + " ms",
+                f"{result['add_seconds']:.1f} s",
+            ]
+        ],
+    )
 
 
 def report(results: list[dict[str, Any]]) -> str:
@@ -173,7 +371,31 @@ def report(results: list[dict[str, Any]]) -> str:
             ],
         )
     )
+    lines.append("")
+    lines.append(
+        table(
+            [
+                "shards",
+                "customer page 90% deep: rows tying with the position, per shard",
+                "entries read per page: app's seek",
+                "split seek",
+            ],
+            [
+                [
+                    r["shards"],
+                    ", ".join(num(n) for n in r["heavy_ties"]["ties_per_shard"]),
+                    _per_shard(r["heavy_ties"]["app_entries_per_shard"]),
+                    _per_shard(r["heavy_ties"]["split_entries_per_shard"]),
+                ]
+                for r in results
+            ],
+        )
+    )
     return "\n".join(lines)
+
+
+def _per_shard(counts: list[int]) -> str:
+    return f"{num(sum(counts))} ({', '.join(num(n) for n in counts)})"
 
 
 def _ratio(result: dict[str, Any], method: str) -> str:
@@ -184,7 +406,7 @@ def _ratio(result: dict[str, Any], method: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=300_000)
-    parser.add_argument("--shards", default="1,2,4", help="shard counts, comma-separated")
+    parser.add_argument("--shards", default="1,2,4", help='shard counts, comma-separated ("": the add only)')
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--output", default=None, help=f"default {RESULTS} (--quick: bench/results/quick/)")
     parser.add_argument("--quick", action="store_true", help="30,000 rows, 5 rounds (about a minute)")
@@ -193,10 +415,13 @@ def main() -> None:
         args.rows, args.rounds = min(args.rows, 30_000), min(args.rounds, 5)
     output = Path(args.output or (RESULTS.parent / "quick" / RESULTS.name if args.quick else RESULTS))
     output.parent.mkdir(parents=True, exist_ok=True)
-    results = [measure(int(n), args.rows, args.rounds) for n in args.shards.split(",")]
+    results = [measure(int(n), args.rows, args.rounds) for n in args.shards.split(",") if n]
+    added = measure_add(args.rows)
     with output.open("w") as out:
-        json.dump(results, out, indent=1)
+        json.dump({"pages": results, "add_shard": added}, out, indent=1)
     print(report(results))
+    print()
+    print(report_add(added))
 
 
 if __name__ == "__main__":

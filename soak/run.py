@@ -46,9 +46,9 @@ from sqlalchemy.orm import Session
 
 from devtools.databases import create_database, drop_database
 from devtools.gunicorn import gunicorn
-from orders.db import make_engine, migrate
-from orders.models import STATUSES, Order
-from orders.seed import seed_orders
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order
+from orders.data.seed import seed_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
