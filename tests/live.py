@@ -241,5 +241,19 @@ def put_on_top(page: Page, order_id: str) -> None:
     expect(page).to_have_url(re.compile(rf"/orders\?.*#order-{order_id}$"))
 
 
+def settled(page: Page) -> None:
+    """Waits until no load of rows has run for SETTLED_MS: the position the page shows then is one
+    nothing is about to change (a sentinel that came into reach starts its load within a frame or
+    two, and a load above moves scrollY by the rows it inserts, not the rows on screen)."""
+    page.evaluate("window.__idleSince = null")
+    page.wait_for_function(
+        "settled => { if (window.ordersList.busy()) { window.__idleSince = null; return false; }"
+        " window.__idleSince = window.__idleSince || performance.now();"
+        " return performance.now() - window.__idleSince >= settled; }",
+        arg=SETTLED_MS,
+        polling="raf",
+    )
+
+
 def expect_on_top(page: Page, order_id: str) -> None:
     page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)

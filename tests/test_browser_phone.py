@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from .helpers import add_orders, seed
-from .live import FIRST_IN_VIEW, INSET, ROWS, engine_of, local_only
+from .live import FIRST_IN_VIEW, INSET, ROWS, engine_of, local_only, settled
 
 pytestmark = pytest.mark.browser
 
@@ -126,7 +126,7 @@ def test_focusing_any_control_scrolls_nothing(live, browser: Browser, viewport):
     scrolled_down(page)
     wheel(page, -120, 1)  # the controls come back, as a reader's small scroll up does
     page.wait_for_function(f"() => !({TUCKED})()")
-    page.wait_for_function("() => !window.ordersList.busy()")
+    settled(page)
     y = page.evaluate("scrollY")
     selectors = controls(page)
     assert len(selectors) >= 8, selectors
@@ -160,11 +160,11 @@ def test_focusing_a_control_of_the_tucked_bar_scrolls_nothing(live, browser: Bro
     page.goto(live.url + "/orders")
     expect(page.locator(ROWS).first).to_be_visible()
     scrolled_down(page, 5000)
-    page.wait_for_function("() => !window.ordersList.busy()")
+    settled(page)
     for control in ("#find-bar select", '#find-bar input[name="q"]'):
         wheel(page, 300, 2)
         page.wait_for_function(TUCKED)
-        page.wait_for_function("() => !window.ordersList.busy()")
+        settled(page)
         first = page.evaluate(FIRST_IN_VIEW)
         where = f"() => [scrollY, document.getElementById('order-{first}').getBoundingClientRect().top]"
         before = page.evaluate(where)
@@ -217,7 +217,9 @@ def test_a_failed_or_refused_go_to_moves_nothing(live, page: Page):
     page.get_by_role("button", name="Go", exact=True).click()
     expect(page).to_have_url(re.compile(r"#order-\d+$"))
     landed = page.url.rsplit("#order-", 1)[1]
-    page.wait_for_function("() => !window.ordersList.busy()")
+    # The page above the landed one may start loading a frame after the landing (it inserts rows
+    # above and so changes scrollY, not the screen): measure once nothing is loading any more.
+    settled(page)
     row = page.locator(f"#order-{landed}")
     top = row.evaluate("r => r.getBoundingClientRect().top")
     y = page.evaluate("scrollY")
