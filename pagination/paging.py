@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select
 from sqlalchemy.engine.url import URL
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
@@ -217,8 +217,6 @@ def iterate_ranges(
     fingerprint = filters_fingerprint(filters)
     keys, inclusive = _resume(sort, after, codec, fingerprint)
     make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
-    keys_only = stmt.with_only_columns(*built.labels, maintain_column_froms=True)
-    order = built.order_by()
     # One probe per way of starting (from the top, past a row, at a position), one range
     # statement per pattern of NULLs in its two positions: the same objects for every range.
     probes: dict[tuple[Any, ...], Select[Any]] = {}
@@ -227,22 +225,13 @@ def iterate_ranges(
     def probe_of(read: Read, keys: Sequence[Any] | None) -> Select[Any]:
         key = (read.seek_from is None, read.inclusive, tuple(v is None for v in keys or ()))
         if key not in probes:
-            window = built.restrict(keys_only, read, keys, backward=False)
-            rows = window.order_by(None).order_by(*order).limit(batch_size).subquery("_keyset_window")
-            columns = list(rows.c)  # by position: the labels are the key terms in order
-            last_first = built.order_by(columns, backward=True)
-            probes[key] = (
-                select(*columns, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
-            )
+            probes[key] = built.range_probe(stmt, read, keys, size=batch_size)
         return probes[key]
 
     def range_of(read: Read, keys: Sequence[Any] | None, last: Sequence[Any]) -> Select[Any]:
         key = (read.seek_from is None, read.inclusive, tuple(v is None for v in (*(keys or ()), "", *last)))
         if key not in bounded:
-            upto = built.seek(last, backward=True, inclusive=True, to=True)
-            part = built.restrict(stmt, read, keys, backward=False)
-            part = part.having(upto) if sort.aggregated else part.where(upto)
-            bounded[key] = part.order_by(None).order_by(*order)
+            bounded[key] = built.range_statement(stmt, read, keys, last)
         return bounded[key]
 
     while True:

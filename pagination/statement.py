@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Select, and_, bindparam, false, or_, true, tuple_
+from sqlalchemy import Connection, Select, and_, bindparam, false, func, or_, select, true, tuple_
 from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.cache_key import NO_CACHE
@@ -306,6 +306,28 @@ class Plan:
                 page = page.add_columns(self.at(keys).label("_keyset_at"))
             params = self.bind(keys)
         return page.order_by(None).order_by(*self.read_order(read, backward=backward)).limit(limit), params
+
+    def range_probe(
+        self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, *, size: int
+    ) -> Select[Any]:
+        """The probe of a range (iterate_ranges): the last key values among the next `size` rows
+        past `keys`, read from the sort's index alone, and how many rows there were."""
+        keys_only = stmt.with_only_columns(*self.labels, maintain_column_froms=True)
+        window = self.restrict(keys_only, read, keys, backward=False)
+        rows = window.order_by(None).order_by(*self.order_by()).limit(size).subquery("_keyset_window")
+        columns = list(rows.c)  # by position: the labels are the key terms in order
+        last_first = self.order_by(columns, backward=True)
+        return select(*columns, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
+
+    def range_statement(
+        self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, last: Sequence[Any]
+    ) -> Select[Any]:
+        """A range's statement: `stmt`'s own columns for the rows past `keys` up to and including
+        the key values `last` (bound with ``bind(last, to=True)``), in the sort's order."""
+        upto = self.seek(last, backward=True, inclusive=True, to=True)
+        part = self.restrict(stmt, read, keys, backward=False)
+        part = part.having(upto) if self.sort.aggregated else part.where(upto)
+        return part.order_by(None).order_by(*self.order_by())
 
     def fetch(
         self,
@@ -656,11 +678,11 @@ def _surface_froms(stmt: Any) -> list[Any]:
         elif not (isinstance(from_, CTE) and isinstance(from_.element, CompoundSelect)):
             found.append(from_)
 
-    for select in stmt.selects:
-        if isinstance(select, CompoundSelect):
-            found += _surface_froms(select)
-        elif isinstance(select, Select):
-            for from_ in select.get_final_froms():
+    for part in stmt.selects:
+        if isinstance(part, CompoundSelect):
+            found += _surface_froms(part)
+        elif isinstance(part, Select):
+            for from_ in part.get_final_froms():
                 leaves(from_)
     return found
 
