@@ -321,11 +321,7 @@ class Run:
             )
             self.results["wheel"] = self.phase(
                 "browser wheel scroll",
-                lambda: browser_level.measure_wheel(
-                    plan.browser_rows,
-                    plan.wheel_rows,
-                    browser_level.default_before() if plan.mode == "full" else None,
-                ),
+                lambda: browser_level.measure_wheel(plan.browser_rows, plan.wheel_rows),
             )
 
     def finish(self, started: float) -> None:
