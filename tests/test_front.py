@@ -21,7 +21,6 @@ import contextlib
 import re
 import socket
 import statistics
-import threading
 import time
 from collections.abc import Iterator
 
@@ -38,7 +37,7 @@ from orders.data.seed import seed_orders
 
 from .databases import unavailable
 from .fixtures import API_TOKEN, migrated
-from .recipe import list_latencies
+from .recipe import list_latencies, trickling
 
 WORKERS, THREADS = 1, 4
 SLOW_HEADERS = 300
@@ -94,27 +93,8 @@ def slow_clients(base: str, heads: int, bodies: int = 0) -> Iterator[None]:
             b"Authorization: Bearer " + API_TOKEN.encode() + b"\r\nContent-Length: 200\r\n\r\n"
         )
         socks.append((sock, b'{"customer": "' + b"s" * 170 + b'", "amount": "1.00"}'))
-    stop = threading.Event()
-
-    def trickle() -> None:
-        position = 0
-        while not stop.is_set():
-            for sock, rest in socks:
-                if position < len(rest):
-                    with contextlib.suppress(OSError):
-                        sock.send(rest[position : position + 1])
-            position += 1
-            stop.wait(0.25)
-
-    thread = threading.Thread(target=trickle, daemon=True)
-    thread.start()
-    try:
+    with trickling(socks, every=0.25):
         yield
-    finally:
-        stop.set()
-        thread.join(5)
-        for sock, _ in socks:
-            sock.close()
 
 
 def list_answers(
