@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from flask import Flask
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wsgi import ClosingIterator
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class _InFlight:
     def __init__(self, app: WSGIApplication):
         self.app = app
         self.busy: dict[int, tuple[str, float]] = {}  # thread id: (request, monotonic start)
+        self.responses: dict[int, ClosingIterator] = {}  # thread id: its response, until closed
         self.changed = threading.Condition()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -39,14 +40,25 @@ class _InFlight:
         with self.changed:
             self.busy[thread] = (what[:160], time.monotonic())
         try:
-            return ClosingIterator(self.app(environ, start_response), [lambda: self._done(thread)])
+            response = ClosingIterator(self.app(environ, start_response), [lambda: self._done(thread)])
         except BaseException:
             self._done(thread)
             raise
+        with self.changed:
+            self.responses[thread] = response
+        return response
+
+    def finish(self) -> None:
+        """Close this thread's response if the server did not (see _Handler)."""
+        with self.changed:
+            response = self.responses.get(threading.get_ident())
+        if response is not None:
+            response.close()
 
     def _done(self, thread: int) -> None:
         with self.changed:
             self.busy.pop(thread, None)
+            self.responses.pop(thread, None)
             self.changed.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -65,13 +77,33 @@ class _InFlight:
         return "\n".join(lines)
 
 
+class _Handler(WSGIRequestHandler):
+    """Werkzeug's handler, closing the response also when the client reset the connection.
+
+    Werkzeug 3.1 drains the socket before it closes the response, in the same `finally`: when the
+    browser resets the connection (a page closed while its fragment was being written), the read
+    raises ConnectionResetError and the response's close() is never called. The request then
+    counts as answered forever (a test's teardown waited 25 s for two such requests on a fresh
+    machine), and a streamed response would keep its database connection until the garbage
+    collector ran. Gunicorn, which production uses, closes in every case; so does this.
+    """
+
+    server: Any
+
+    def run_wsgi(self) -> None:
+        try:
+            super().run_wsgi()
+        finally:
+            self.server.app.finish()
+
+
 class LiveServer:
     """A threaded Werkzeug server on 127.0.0.1, port chosen by the OS."""
 
     def __init__(self, app: Flask):
         self.app = app
         self._requests = _InFlight(app)
-        self._server = make_server("127.0.0.1", 0, self._requests, threaded=True)
+        self._server = make_server("127.0.0.1", 0, self._requests, threaded=True, request_handler=_Handler)
         self.url = f"http://127.0.0.1:{self._server.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

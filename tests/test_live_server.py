@@ -1,0 +1,56 @@
+"""The tests' own server closes every response, also one whose client reset the connection.
+
+A browser that closes a page while a fragment is on the wire resets the connection. Werkzeug 3.1
+then skips the response's close() (its drain of the socket raises first), so the request counted
+as answered forever and a fresh machine's run failed a browser test's teardown after 25 s
+(tests/live.py, _Handler). Here a raw socket does what the browser did, deterministically: it
+sends one byte past its request, so the server's drain blocks reading, then resets.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+from flask import Flask, Response
+
+from .live import LiveServer
+
+BOUND_S = 10  # far beyond the milliseconds this takes; a close never made never comes
+
+
+def _app(closed: threading.Event) -> Flask:
+    app = Flask(__name__)
+    # What LiveServer reads to bound its wait for requests still being answered.
+    app.config.update(DATABASE_POOL_TIMEOUT_S=1, DATABASE_READ_TIMEOUT_MS=1000)
+
+    @app.get("/stream")
+    def stream() -> Response:
+        def rows() -> Iterator[str]:
+            try:
+                yield "a,b\r\n" * 100
+            finally:
+                closed.set()  # where a streamed export gives its connection back
+
+        return Response(rows(), mimetype="text/csv")
+
+    return app
+
+
+def test_a_response_whose_client_reset_the_connection_is_closed():
+    closed = threading.Event()
+    with LiveServer(_app(closed)) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        client = socket.create_connection(("127.0.0.1", port), timeout=BOUND_S)
+        client.sendall(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nx")
+        received = b""
+        while b"0\r\n\r\n" not in received:  # the whole chunked body: the server now drains
+            received += client.recv(65536)
+        assert received.startswith(b"HTTP/1.1 200")
+        # SO_LINGER with a zero timeout: close() sends RST instead of FIN, as a closed tab does.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        assert closed.wait(BOUND_S), "the response was never closed after the client reset"
+        assert server._requests.wait_idle(BOUND_S), server._requests.report()
