@@ -201,8 +201,9 @@ def iterate_ranges(
     same statement with other parameters (compile it once; one per pattern of NULL key values).
     Each Range carries the `after` cursor that resumes behind it.
 
-    A range is found by one probe: the last key values among the next `batch_size` rows, read
-    from the sort's index alone, and how many rows there were (a short range is the last). Rows
+    A range is found by one probe from the sort's index alone: the key values of the
+    `batch_size`-th row past the previous range; when fewer rows remain, a second probe finds
+    the last one and counts them (a short range is the last). Rows
     inserted inside a range between the probe and the read are read with it; a row deleted
     there is not: each range is one index range between two positions, like a page.
     A first term with explicitly placed NULLs is two index ranges: use iterate() for it.
@@ -222,10 +223,11 @@ def iterate_ranges(
     probes: dict[tuple[Any, ...], Select[Any]] = {}
     bounded: dict[tuple[Any, ...], Select[Any]] = {}
 
-    def probe_of(read: Read, keys: Sequence[Any] | None) -> Select[Any]:
-        key = (read.seek_from is None, read.inclusive, tuple(v is None for v in keys or ()))
+    def probe_of(read: Read, keys: Sequence[Any] | None, *, counted: bool) -> Select[Any]:
+        key = (counted, read.seek_from is None, read.inclusive, tuple(v is None for v in keys or ()))
         if key not in probes:
-            probes[key] = built.range_probe(stmt, read, keys, size=batch_size)
+            make_probe = built.range_probe if counted else built.range_end_probe
+            probes[key] = make_probe(stmt, read, keys, size=batch_size)
         return probes[key]
 
     def range_of(read: Read, keys: Sequence[Any] | None, last: Sequence[Any]) -> Select[Any]:
@@ -237,17 +239,22 @@ def iterate_ranges(
     while True:
         read = Read(None, None if keys is None else 0, len(keys or ()), inclusive)
         params = built.bind(keys) if keys is not None else {}
-        found = session.execute(probe_of(read, keys), params).first()
+        # A full range's end is the batch_size-th row; only the last, short range is counted.
+        found = session.execute(probe_of(read, keys, counted=False), params).first()
+        rows = batch_size
         if found is None:
-            return
+            found = session.execute(probe_of(read, keys, counted=True), params).first()
+            if found is None:
+                return
+            rows = found[-1]
         last = tuple(to_cursor(t.type, v) for t, v in zip(sort.columns, found, strict=False))
         yield Range(
             statement=range_of(read, keys, last),
             params={**params, **built.bind(last, to=True)},
             cursor=make(last, AFTER) if make is not None else None,
-            rows=found[-1],
+            rows=rows,
         )
-        if found[-1] < batch_size:
+        if rows < batch_size:
             return
         keys, inclusive = last, False
 

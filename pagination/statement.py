@@ -319,6 +319,18 @@ class Plan:
         last_first = self.order_by(columns, backward=True)
         return select(*columns, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
 
+    def range_end_probe(
+        self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, *, size: int
+    ) -> Select[Any]:
+        """The key values of the `size`-th row past `keys` (none when fewer rows remain), read
+        from the sort's index alone: the end of a full range (iterate_ranges). Its OFFSET skips
+        index entries inside the one range a seek starts, never more than `size` of them, as
+        range_probe's LIMIT reads them; it needs no window, no count and no reversed sort, which
+        cost range_probe ten times more on SQLite (1.7 against 18.9 ms for 20,000 rows)."""
+        keys_only = stmt.with_only_columns(*self.labels, maintain_column_froms=True)
+        window = self.restrict(keys_only, read, keys, backward=False)
+        return window.order_by(None).order_by(*self.order_by()).limit(1).offset(size - 1)
+
     def range_statement(
         self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, last: Sequence[Any]
     ) -> Select[Any]:

@@ -26,6 +26,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import delete, insert, select
@@ -278,7 +279,7 @@ def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
                 finally:
                     tracemalloc.stop()
 
-        peak(1)  # compiled statements and caches, once
+        peak(None)  # compiled statements and caches (the last, short range has its own), once
         head_peak, head_bytes = peak(4)
         whole_peak, whole_bytes = peak(None)
     app.extensions["engine"].dispose()
@@ -341,3 +342,82 @@ def test_a_download_stopped_early_leaves_no_probe_running() -> None:
     assert next(ahead) == 0 and started.wait(5)
     ahead.close()  # the client went away: waits for the probe under way, then returns
     assert not [t for t in threading.enumerate() if t.name.startswith("export-probe")]
+
+
+class _ReadSession(_CountingSession):
+    """A reader's session: which thread read on it, and a rollback after each read."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class _Part:
+    def __init__(self, n: int) -> None:
+        self.statement, self.params, self.rows, self.cursor = n, {}, 1, f"c{n}"
+
+
+def test_two_batches_are_read_at_once_and_come_in_order() -> None:
+    """_read_ahead reads range k+1 on a second session while range k is read: each read waits
+    at a barrier for the other, which only two reads under way at once can pass."""
+    import threading
+
+    from orders.exports.stream import _read_ahead
+
+    both = threading.Barrier(2, timeout=5)
+    sessions = [_ReadSession("a"), _ReadSession("b")]
+    used: list[tuple[int, str]] = []
+
+    class Reader:
+        def read(self, session: _ReadSession, statement: int, params: dict[str, Any]) -> bytes:
+            used.append((statement, session.name))
+            if statement < 4:  # the fifth read has no partner: the ranges end
+                both.wait()
+            return f"{statement}\n".encode()
+
+    chunks = list(_read_ahead(iter([_Part(n) for n in range(5)]), Reader(), sessions))  # type: ignore[arg-type]
+    assert [c.data for c in chunks] == [f"{n}\n".encode() for n in range(5)]
+    assert [c.cursor for c in chunks] == [f"c{n}" for n in range(5)]
+    assert sorted(used) == [(n, "ab"[n % 2]) for n in range(5)]  # range k on session k % 2
+    assert [s.rollbacks for s in sessions] == [3, 2]  # every read its own short transaction
+
+
+def test_a_failed_read_comes_after_every_batch_before_it() -> None:
+    import threading
+
+    from orders.exports.stream import _read_ahead
+
+    class Reader:
+        def read(self, session: _ReadSession, statement: int, params: dict[str, Any]) -> bytes:
+            if statement == 2:
+                raise RuntimeError("the read lost its connection")
+            return f"{statement}\n".encode()
+
+    sessions = [_ReadSession("a"), _ReadSession("b")]
+    ahead = _read_ahead(iter([_Part(n) for n in range(6)]), Reader(), sessions)  # type: ignore[arg-type]
+    assert [next(ahead).data, next(ahead).data] == [b"0\n", b"1\n"]
+    with pytest.raises(RuntimeError, match="lost its connection"):
+        next(ahead)
+    assert not [t for t in threading.enumerate() if t.name.startswith("export-read")]
+
+
+def test_a_download_stopped_early_leaves_no_read_running() -> None:
+    import threading
+
+    from orders.exports.stream import _read_ahead
+
+    reading = threading.Event()
+
+    class Reader:
+        def read(self, session: _ReadSession, statement: int, params: dict[str, Any]) -> bytes:
+            reading.set()
+            time.sleep(0.05)
+            return b"x\n"
+
+    sessions = [_ReadSession("a"), _ReadSession("b")]
+    parts = (_Part(n) for n in itertools.count())
+    ahead = _read_ahead(parts, Reader(), sessions)  # type: ignore[arg-type]
+    assert next(ahead).data == b"x\n" and reading.wait(5)
+    ahead.close()  # the client went away: waits for the reads under way, starts no other
+    assert not [t for t in threading.enumerate() if t.name.startswith("export-read")]
+    assert sum(s.rollbacks for s in sessions) <= 3  # the one yielded, at most two under way
