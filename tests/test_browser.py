@@ -314,6 +314,10 @@ def test_changing_sort_starts_a_new_walk(live, page: Page):
     page.get_by_label("Status").select_option("paid")
     page.get_by_role("button", name="Apply").click()
     expect(page).to_have_url(re.compile(r"status=paid"))
+    # The address changes before the new rows are swapped in (a fresh CI run read none): wait
+    # for the first row of the new walk, then for every load to end, then read them all.
+    expect(page.locator(f"{ROWS} .status").first).to_have_text(re.compile(r"\s*paid\s*"))
+    page.wait_for_load_state("networkidle")
     assert {s.strip() for s in page.locator(f"{ROWS} .status").all_text_contents()} == {"paid"}
 
 
