@@ -207,7 +207,9 @@ def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def live(live_db_url: str) -> Iterator[LiveServer]:
     """A running app on an empty database; tests may change app.config (read per request)."""
     app = make_app(live_db_url)
-    clear(app.extensions["engine"])
-    with LiveServer(app) as server:
-        yield server
-    app.extensions["engine"].dispose()
+    try:
+        clear(app.extensions["engine"])
+        with LiveServer(app) as server:
+            yield server
+    finally:  # also when a request outlived the test (LiveServer's error): nothing for the GC
+        app.extensions["engine"].dispose()

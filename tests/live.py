@@ -26,18 +26,31 @@ if TYPE_CHECKING:
 
 
 class _InFlight:
-    """The WSGI app, counting the requests it is answering until their responses are closed."""
+    """The WSGI app, counting the requests it is answering until their responses are closed;
+    once closed, answering 503 without reaching the app."""
 
     def __init__(self, app: WSGIApplication):
         self.app = app
         self.busy: dict[int, tuple[str, float]] = {}  # thread id: (request, monotonic start)
         self.responses: dict[int, ClosingIterator] = {}  # thread id: its response, until closed
         self.changed = threading.Condition()
+        self.closed = False
+        self.refused = 0  # requests that came after close(): answered 503, the app untouched
+
+    def close(self) -> None:
+        """No request reaches the app from now on. Under the same lock as a request's start:
+        a request either counts as busy before this (the caller waits for it) or is refused."""
+        with self.changed:
+            self.closed = True
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         thread = threading.get_ident()
         what = f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}?{environ.get('QUERY_STRING', '')}"
         with self.changed:
+            if self.closed:
+                self.refused += 1
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"the test that started this server has ended\n"]
             self.busy[thread] = (what[:160], time.monotonic())
         try:
             response = ClosingIterator(self.app(environ, start_response), [lambda: self._done(thread)])
@@ -118,6 +131,12 @@ class LiveServer:
         # holds a pooled connection: the fixture disposes of the engine next, and a connection
         # checked in after that was left for the garbage collector ("connection deleted while
         # still open", a browser test's error under load). Wait for them, bounded.
+        # shutdown() only stops accepting: a connection accepted before it, or kept alive by a
+        # page still open (the new-orders poll), can still bring a request, which would check
+        # out a connection from the pool dispose() makes anew and leave it there for the
+        # garbage collector (a fresh machine's CI failed a later browser test on it). So the
+        # door closes first: from here on a request gets a 503 and never reaches the app.
+        self._requests.close()
         # Only the listening socket is closed: server_close() would also join the threads of
         # kept-alive connections, which end when the browser closes them, not before.
         # Bounded by the longest a request may legitimately take: the pool's wait, then the

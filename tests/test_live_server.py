@@ -1,4 +1,5 @@
-"""The tests' own server closes every response, also one whose client reset the connection.
+"""The tests' own server closes every response, also one whose client reset the connection, and
+lets no request reach the app once its test has ended.
 
 A browser that closes a page while a fragment is on the wire resets the connection. Werkzeug 3.1
 then skips the response's close() (its drain of the socket raises first), so the request counted
@@ -12,6 +13,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 from flask import Flask, Response
@@ -54,3 +56,30 @@ def test_a_response_whose_client_reset_the_connection_is_closed():
         client.close()
         assert closed.wait(BOUND_S), "the response was never closed after the client reset"
         assert server._requests.wait_idle(BOUND_S), server._requests.report()
+
+
+def test_a_request_after_the_test_never_reaches_the_app():
+    """A connection the server accepted as the test ended can bring its request after the wait for
+    requests under way: it must not check out a connection from the pool the fixture is about to
+    dispose of (dispose() makes a new pool, which would keep that connection for the garbage
+    collector: "connection deleted while still open", a fresh machine's CI failure)."""
+    calls: list[str] = []
+    app = _app(threading.Event())
+    app.before_request(lambda: calls.append("reached"))
+    app.get("/ok")(lambda: "ok")
+    with LiveServer(app) as server:
+        handlers = threading.active_count()
+        late = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=BOUND_S)
+        late.sendall(b"GET /ok HTTP/1.1\r\n")  # the request line; the rest after the test
+        deadline = time.monotonic() + BOUND_S
+        while threading.active_count() == handlers:  # accepted: a handler thread reads the headers
+            assert time.monotonic() < deadline, "the server never accepted the connection"
+            time.sleep(0.01)
+    late.sendall(b"Host: 127.0.0.1\r\n\r\n")
+    answer = b""
+    while chunk := late.recv(65536):
+        answer += chunk
+    late.close()
+    assert answer.startswith(b"HTTP/1.1 503"), answer[:80]
+    assert calls == [], "a request that came after the test reached the app"
+    assert server._requests.refused == 1
