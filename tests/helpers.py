@@ -116,6 +116,29 @@ def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
     )
 
 
+def require_shard_topology() -> None:
+    """Fail (under CI) or skip unless this machine can build shards: initdb, pg_ctl, postgres_fdw."""
+    from devtools.patroni import ClusterUnavailable, _user, postgres_bindir
+    from devtools.shards import require_postgres_fdw
+
+    from .databases import unavailable
+
+    try:
+        require_postgres_fdw(postgres_bindir())
+        _user()
+    except ClusterUnavailable as err:
+        unavailable("a sharded PostgreSQL topology (initdb, pg_ctl, postgres_fdw)", str(err))
+
+
+# Rows of orders not in the partition their hash names, under the bounds the coordinator has now.
+MISPLACED_ROWS = text(
+    "SELECT count(*) FROM orders o JOIN pg_class c ON c.oid = o.tableoid "
+    "WHERE NOT satisfies_hash_partition('orders'::regclass, "
+    "  substring(pg_get_expr(c.relpartbound, c.oid) from 'modulus (\\d+)')::int, "
+    "  substring(pg_get_expr(c.relpartbound, c.oid) from 'remainder (\\d+)')::int, o.id)"
+)
+
+
 @contextmanager
 def partitions_watched(coordinator: Engine, count: int) -> Iterator[list[float]]:
     """Watch the coordinator's partitions of orders in a thread while the block runs; the list

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from devtools.shards import Topology, require_postgres_fdw, topology
+from devtools.shards import Topology, topology
 from orders.core.settings import SettingsError, resolve
 from orders.data.db import MIGRATIONS, make_engine
 from orders.data.models import Order
@@ -35,9 +35,16 @@ from orders.data.shards import fetch_size_for
 from orders.finding.sorts import SORTS
 from pagination import AFTER, BEFORE, Position, filters_fingerprint
 
-from .databases import unavailable
 from .fixtures import authorized_client, make_app, with_token
-from .helpers import BASE, add_orders, delete_orders, plan_nodes, statements_of, unpaged_ids
+from .helpers import (
+    BASE,
+    add_orders,
+    delete_orders,
+    plan_nodes,
+    require_shard_topology,
+    statements_of,
+    unpaged_ids,
+)
 
 pytestmark = pytest.mark.slow
 SHARDS = 3
@@ -51,16 +58,6 @@ COLUMNS = (
     "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
     "WHERE table_name = 'orders' AND table_schema = 'public' ORDER BY ordinal_position"
 )
-
-
-def _available() -> None:
-    from devtools.patroni import ClusterUnavailable, _user, postgres_bindir
-
-    try:
-        require_postgres_fdw(postgres_bindir())
-        _user()
-    except ClusterUnavailable as err:
-        unavailable("a sharded PostgreSQL topology (initdb, pg_ctl, postgres_fdw)", str(err))
 
 
 def _app(top: Topology) -> Flask:
@@ -102,7 +99,7 @@ class Sharded:
 @pytest.fixture(scope="module")
 def big() -> Iterator[Sharded]:
     """120,000 orders over three shards (seeded through the coordinator with generate_series)."""
-    _available()
+    require_shard_topology()
     with topology(SHARDS) as top:
         sharded = Sharded(top)
         with Session(sharded.coordinator) as session:
@@ -117,7 +114,7 @@ def big() -> Iterator[Sharded]:
 @pytest.fixture(scope="module")
 def small() -> Iterator[Sharded]:
     """A topology for the feature, property, writer and outage tests (each clears it)."""
-    _available()
+    require_shard_topology()
     with topology(SHARDS) as top:
         sharded = Sharded(top)
         yield sharded
