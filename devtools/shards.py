@@ -152,6 +152,15 @@ class Topology:
         return {"DATABASE_URL": self.url, "DATABASE_SHARD_URLS": self.shard_urls}
 
 
+def require_servers() -> Path:
+    """PostgreSQL's binaries with postgres_fdw, and (as root) a postgres user to run them: their
+    directory, or ClusterUnavailable saying what is missing, before anything is started."""
+    bindir = postgres_bindir()
+    require_postgres_fdw(bindir)
+    _user()
+    return bindir
+
+
 @contextmanager
 def topology(shards: int, *, spare: int = 0, directory: Path | None = None) -> Iterator[Topology]:
     """A coordinator and `shards` shard servers, each with an empty `orders` database, and
@@ -159,9 +168,7 @@ def topology(shards: int, *, spare: int = 0, directory: Path | None = None) -> I
     stopped (and the directory removed) on exit."""
     if shards < 1:
         raise ValueError("at least one shard")
-    bindir = postgres_bindir()
-    require_postgres_fdw(bindir)
-    _user()  # as root: refuse early without a postgres user
+    bindir = require_servers()
     with ExitStack() as stack:
         if directory is None:
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shards-")))
@@ -222,9 +229,7 @@ def ha_topology(
     (HaTopology.spare). All stopped (and the directory removed) on exit."""
     if shards < 1 or nodes < 1 or coordinator_nodes < 1:
         raise ValueError("at least one shard of one node, and a coordinator")
-    bindir = postgres_bindir()
-    require_postgres_fdw(bindir)
-    _user()
+    bindir = require_servers()
     with ExitStack() as stack:
         if directory is None:
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shards-ha-")))

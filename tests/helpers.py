@@ -118,14 +118,13 @@ def py_key(order: Order, keyset: Keyset) -> tuple[Any, ...]:
 
 def require_shard_topology() -> None:
     """Fail (under CI) or skip unless this machine can build shards: initdb, pg_ctl, postgres_fdw."""
-    from devtools.patroni import ClusterUnavailable, _user, postgres_bindir
-    from devtools.shards import require_postgres_fdw
+    from devtools.patroni import ClusterUnavailable
+    from devtools.shards import require_servers
 
     from .databases import unavailable
 
     try:
-        require_postgres_fdw(postgres_bindir())
-        _user()
+        require_servers()
     except ClusterUnavailable as err:
         unavailable("a sharded PostgreSQL topology (initdb, pg_ctl, postgres_fdw)", str(err))
 
