@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import gc
 import io
 import itertools
 import os
@@ -260,9 +261,14 @@ def test_byte_order_mark_only_when_asked(export_db: str, tmp_path: Path) -> None
 
 
 def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
-    """The export holds one batch at a time: its peak allocation (tracemalloc) over the whole
-    table is no higher than over its first batches, by less than one batch's bytes. An export
-    that gathered its batches would add every batch to it."""
+    """The export holds a bounded number of batches at a time: its peak allocation (tracemalloc)
+    over the whole table (20 batches) exceeds its peak over the first 4 by less than 4 batches'
+    bytes. An export that gathered its batches would add 16.
+
+    The margin is the read-ahead's own: on a server engine up to three batches are in flight at
+    once (the one yielded, two read meanwhile, exports/stream.py _read_ahead), and whether the
+    first 4 batches already filled that pipeline depends on the threads' timing; a fresh
+    machine's CI run once saw the whole export's peak one batch above the first 4's."""
     app = make_app(export_db)
     batch = 500
     with app.app_context():
@@ -272,6 +278,7 @@ def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
         def peak(batches: int | None) -> tuple[int, int]:
             with Session(app.extensions["engine"]) as session:
                 chunks = export_chunks(session, listing, codec, batch_size=batch)
+                gc.collect()
                 tracemalloc.start()
                 try:
                     size = sum(len(c.data) for c in itertools.islice(chunks, batches))
@@ -288,7 +295,7 @@ def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
     print(
         f"\npeak over 4 batches {head_peak:,} B, over {ROWS // batch}: {whole_peak:,} B; one {one_batch:,} B"
     )
-    assert whole_peak < head_peak + one_batch, (head_peak, whole_peak, one_batch)
+    assert whole_peak < head_peak + 4 * one_batch, (head_peak, whole_peak, one_batch)
 
 
 class _CountingSession:
