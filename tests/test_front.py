@@ -18,6 +18,7 @@ Times are printed (pytest -s), never asserted; each list request has a generous 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import re
 import socket
 import statistics
@@ -30,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from devtools.front import RECIPE, FrontUnavailable, front, generated_rules, written_rules
 from devtools.gunicorn import gunicorn
-from orders.core.errors import ERRORS
+from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
 from orders.core.settings import MAX_BODY_BYTES
 from orders.data.db import make_engine
 from orders.data.seed import seed_orders
@@ -167,6 +168,27 @@ def test_long_cursors_get_the_json_invalid_cursor_with_and_without_the_front(ser
         response = requests.get(f"{url}/api/orders", params={"after": "A" * length}, timeout=LIST_TIMEOUT)
         assert response.status_code == 400, (url, length, response.text[:200])
         assert response.json()["error"]["code"] == "invalid_cursor"
+
+
+@pytest.mark.parametrize("hop", ["gunicorn", "front"])
+def test_a_client_following_retry_after_finds_its_connection_open(served: tuple[str, str], hop: str) -> None:
+    """A client told to retry after RETRY_AFTER_SECONDS that waits that long on its kept-alive
+    connection must still find it open: a server that closes idle connections at exactly that
+    moment crosses the retry, and the client gets no answer at all (requests raises; browsers
+    retry silently). Both hops keep an idle connection longer than Retry-After."""
+    base = served[0] if hop == "gunicorn" else served[1]
+    host, port = _address(base)
+    connection = http.client.HTTPConnection(host, port, timeout=LIST_TIMEOUT)
+    try:
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().read() and connection.sock is not None
+        first = connection.sock
+        time.sleep(RETRY_AFTER_SECONDS + 1.5)  # gunicorn reaps idle connections once a second
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        assert connection.sock is first, "the client had to open another connection"
+    finally:
+        connection.close()
 
 
 def test_the_recipe_names_what_it_reads() -> None:

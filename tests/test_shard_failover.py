@@ -65,6 +65,7 @@ class Answer:
     status: int  # 0: no HTTP answer
     retry_after: str | None
     order: int | None = None  # the id a 201 created
+    error: str | None = None  # why there was no HTTP answer (status 0)
 
 
 @dataclass
@@ -79,11 +80,11 @@ class Client:
     def send(
         self, http: requests.Session, method: str, path: str, **kwargs: object
     ) -> requests.Response | None:
-        sent = time.monotonic()
+        sent, error = time.monotonic(), None
         try:
             response = http.request(method, self.base + path, timeout=TIMEOUT, **kwargs)  # type: ignore[arg-type]
-        except requests.RequestException:
-            response = None
+        except requests.RequestException as err:
+            response, error = None, f"{method} {path} after {time.monotonic() - sent:.1f} s: {err!r}"
         created = response is not None and response.status_code == 201
         self.answers.append(
             Answer(
@@ -92,6 +93,7 @@ class Client:
                 response.status_code if response is not None else 0,
                 response.headers.get("Retry-After") if response is not None else None,
                 int(response.json()["id"]) if created and response is not None else None,
+                error,
             )
         )
         return response
@@ -263,7 +265,7 @@ def kill_leader_under_load(
     # Every refusal a 503 with Retry-After, never a 500 (nor no answer at all).
     for client in clients:
         statuses = {a.status for a in client.answers}
-        assert statuses <= {200, 201, 503}, statuses
+        assert statuses <= {200, 201, 503}, (statuses, [a.error for a in client.answers if a.error][:3])
         assert all(a.retry_after and int(a.retry_after) > 0 for a in client.answers if a.status == 503)
     # Every walk: no row twice, every seeded row (they existed throughout) once and in order.
     spanning = 0
@@ -373,7 +375,8 @@ def test_add_shard_on_patroni_clusters_under_a_reader_and_two_writers(ha):
     assert set(created) <= present, f"{len(set(created) - present)} acknowledged writes lost"
     assert misplaced == 0 and on_new
     for client in clients:
-        assert {a.status for a in client.answers} <= {200, 201, 503}
+        statuses = {a.status for a in client.answers}
+        assert statuses <= {200, 201, 503}, (statuses, [a.error for a in client.answers if a.error][:3])
     write_times = [a for w in writers for a in w.answers]
     print(
         f"\n{done.stdout.strip()}\ntook {ended - started:.1f} s; longest pause: writes "
