@@ -82,6 +82,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     order = list(modules)
     random.Random(seed).shuffle(order)
+    if hasattr(config, "workerinput"):
+        # Under pytest-xdist the controller hands the modules out in the order the workers
+        # collected them (ByModule below keeps it): the Patroni group, one unit of about 400 s,
+        # goes first, as last it would leave the other worker idle for most of it. Its modules
+        # keep their drawn order among themselves, and every other module its drawn place.
+        order.sort(key=lambda name: not _builds_patroni(config.rootpath / name))
     items[:] = [item for name in order for item in modules[name]]
 
 
@@ -96,6 +102,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
 
     class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # an untyped base (above)
+        def __init__(self, config: pytest.Config, log: Any) -> None:
+            # xdist's default (--loadscope-reorder) hands out the units with the most tests
+            # first, which undid the module shuffle: the workers collected the drawn order, and
+            # that is the order they get.
+            config.option.loadscopereorder = False
+            super().__init__(config, log)
+
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return "patroni" if _builds_patroni(config.rootpath / module) else module
