@@ -160,6 +160,13 @@ class Writer(Client):
             time.sleep(0.05)
 
 
+def assert_every_answer_http(client: Client) -> None:
+    """Every request `client` sent got a 200, 201 or 503: never a 500, never no answer at all
+    (status 0, whose errors the message shows)."""
+    statuses = {a.status for a in client.answers}
+    assert statuses <= {200, 201, 503}, (statuses, [a.error for a in client.answers if a.error][:3])
+
+
 def longest_gap(answers: list[Answer], since: float) -> float:
     """The longest time between two consecutive successful answers around `since` (from the last
     success before it to the first after it, and every gap after)."""
@@ -264,8 +271,7 @@ def kill_leader_under_load(
     assert len(created) == len(set(created)), "one id handed out twice"
     # Every refusal a 503 with Retry-After, never a 500 (nor no answer at all).
     for client in clients:
-        statuses = {a.status for a in client.answers}
-        assert statuses <= {200, 201, 503}, (statuses, [a.error for a in client.answers if a.error][:3])
+        assert_every_answer_http(client)
         assert all(a.retry_after and int(a.retry_after) > 0 for a in client.answers if a.status == 503)
     # Every walk: no row twice, every seeded row (they existed throughout) once and in order.
     spanning = 0
@@ -375,8 +381,7 @@ def test_add_shard_on_patroni_clusters_under_a_reader_and_two_writers(ha):
     assert set(created) <= present, f"{len(set(created) - present)} acknowledged writes lost"
     assert misplaced == 0 and on_new
     for client in clients:
-        statuses = {a.status for a in client.answers}
-        assert statuses <= {200, 201, 503}, (statuses, [a.error for a in client.answers if a.error][:3])
+        assert_every_answer_http(client)
     write_times = [a for w in writers for a in w.answers]
     print(
         f"\n{done.stdout.strip()}\ntook {ended - started:.1f} s; longest pause: writes "
