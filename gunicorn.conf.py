@@ -17,6 +17,8 @@ waits for a slow client's headers or body, so a few slowloris connections would 
 
 import logging
 import multiprocessing
+import os
+import re
 from typing import Any
 
 from orders.core.errors import RETRY_AFTER_SECONDS
@@ -42,12 +44,14 @@ graceful_timeout = 30
 # no answer at all (measured: 11 of 160 such requests reset; a shard failover test's reader once).
 # Longer than Retry-After, that client finds its connection open; an idle one costs a poller entry.
 keepalive = RETRY_AFTER_SECONDS + 5
-# Headers and request lines: gunicorn's defaults, stated because the app relies on them being
-# bounded (bodies are bounded by the app's MAX_CONTENT_LENGTH, chunked ones too).
+# Request lines and headers are bounded. Behind the front (deploy/haproxy.cfg) the front's limits
+# are lower (a URL of 8000 bytes, 100 header fields, 8000 bytes of them: devtools/front.py), so it
+# refuses first in the app's JSON and gunicorn never answers its own HTML 414 or 431 to what the
+# front let through: 128 fields leaves room for the headers the front adds (X-Forwarded-For).
 # The request line at gunicorn's maximum (8190): a long cursor reaches the app and gets its JSON
-# `invalid_cursor`; longer URLs are answered by the front (deploy/haproxy.cfg) in the same JSON.
+# `invalid_cursor`.
 limit_request_line = 8190
-limit_request_fields = 100
+limit_request_fields = 128
 limit_request_field_size = 8190
 
 
@@ -55,6 +59,23 @@ limit_request_field_size = 8190
 # switch to in-memory counting when Redis fails, and its return ("Rate limit storage recovered",
 # at INFO). It gives its logger a NullHandler, so without this neither line appeared anywhere.
 LOGGED = {"flask-limiter": logging.INFO}
+
+
+def control_socket_for(configured: str, default: str, binds: list[str]) -> str:
+    """One control socket per instance: gunicorn's default path is one per user
+    (~/.gunicorn/gunicorn.ctl), so with two instances on a host `gunicornc` reached whichever
+    started last. Unless one is configured, it is named after the instance's first listen
+    address (two instances cannot share one): gunicorn-127.0.0.1-8001.ctl beside the default."""
+    if configured != default or not binds:
+        return configured
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", binds[0]).strip("-")
+    return os.path.join(os.path.dirname(default), f"gunicorn-{name}.ctl")
+
+
+def on_starting(server: Any) -> None:
+    """Before the master opens its control socket (after its workers start): its own path."""
+    default = server.cfg.settings["control_socket"].default
+    server.cfg.set("control_socket", control_socket_for(server.cfg.control_socket, default, server.cfg.bind))
 
 
 def post_worker_init(_worker: Any) -> None:

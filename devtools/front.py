@@ -29,6 +29,13 @@ BEGIN, END = "    # generated: begin (python -m devtools.front --write)\n", "   
 # The longest URL the front passes on: gunicorn's request line is at most 8190 bytes
 # (limit_request_line in gunicorn.conf.py), and no cursor is near this long.
 MAX_URL = 8000
+# A URL over MAX_URL whose after= or before= is at least this long is a cursor's fault.
+MAX_CURSOR = 4000
+# At most this many header fields, and this many bytes of them in all, pass the front: below
+# gunicorn's limit_request_fields and limit_request_field_size (gunicorn.conf.py), so gunicorn
+# never refuses a head the front let through (its refusals are HTML).
+MAX_HEADERS = 100
+MAX_HEAD = 8000
 
 
 def _answer(code: str, message: str, condition: str, extra: str = "") -> str:
@@ -54,6 +61,9 @@ def generated_rules() -> str:
     assert ERRORS["unavailable"].headers == ("Retry-After",)
     limit = MAX_BODY_BYTES
     too_large = f"the body is larger than {limit} bytes"
+    malformed = json.dumps(
+        {"error": {"code": "bad_request", "message": "the request cannot be read"}}, separators=(",", ":")
+    ).replace('"', '\\"')
     unavailable = json.dumps(
         {"error": {"code": "unavailable", "message": "no app server is free; retry in a few seconds"}},
         separators=(",", ":"),
@@ -70,18 +80,47 @@ def generated_rules() -> str:
                 "write !bearer",
                 ' hdr WWW-Authenticate "Bearer"',
             ),
-            "    # The whole body before a server is chosen (it fits one buffer: tune.bufsize), or 408\n",
-            "    # after 10 s: a slow body is held here, never by a gunicorn thread.\n",
-            "    http-request wait-for-body time 10s if write\n",
-            "    # A chunked body announces no length: counted once it is in.\n",
-            _answer("payload_too_large", too_large, f"{{ req.body_size gt {limit} }}"),
-            "    # gunicorn's request line is at most 8190 bytes: a longer URL (a 10 KB cursor) gets the\n",
-            "    # app's JSON error here instead of gunicorn's HTML 414.\n",
+            "    # gunicorn's request line is at most 8190 bytes, its header lines 8190 and their count\n",
+            "    # is bounded too (gunicorn.conf.py sets its limits above these): a longer URL, head or\n",
+            "    # more headers get the app's JSON error here, never gunicorn's HTML 414 or 431. A long\n",
+            "    # cursor is the cursor's error; anything else too long is the request's.\n",
             _answer(
                 "invalid_cursor",
                 f"the URL is longer than {MAX_URL} bytes: no cursor is that long",
+                f"{{ url,length gt {MAX_URL} }} {{ url_param(after),length gt {MAX_CURSOR} }} || "
+                f"{{ url,length gt {MAX_URL} }} {{ url_param(before),length gt {MAX_CURSOR} }}",
+            ),
+            _answer(
+                "bad_request",
+                f"the URL is longer than {MAX_URL} bytes",
                 f"{{ url,length gt {MAX_URL} }}",
             ),
+            _answer(
+                "bad_request",
+                f"the request has more than {MAX_HEADERS} header fields",
+                f"{{ req.hdr_cnt gt {MAX_HEADERS} }}",
+            ),
+            _answer(
+                "bad_request",
+                f"the request's header fields are longer than {MAX_HEAD} bytes in all",
+                f"{{ req.hdrs,length gt {MAX_HEAD} }}",
+            ),
+            "    # A read takes no body: one announced (a length above 0, or chunked) is refused at once,\n",
+            "    # so nobody can trickle a GET's or OPTIONS's body into a server slot (issue 39).\n",
+            _answer(
+                "bad_request",
+                "GET, HEAD and OPTIONS requests take no body",
+                "read { req.hdr_val(content-length) gt 0 } || read { req.hdr(transfer-encoding) -m found }",
+            ),
+            "    # The whole body of every other request, whatever its method, before a server is chosen\n",
+            "    # (it fits one buffer: tune.bufsize), or 408 after 10 s: a slow body is held here, never\n",
+            "    # by a gunicorn thread. Without a body it waits for nothing.\n",
+            "    http-request wait-for-body time 10s\n",
+            "    # A chunked body announces no length: counted once it is in.\n",
+            _answer("payload_too_large", too_large, f"{{ req.body_size gt {limit} }}"),
+            "    # haproxy's own refusal of a request it cannot parse (more than tune.http.maxhdr\n",
+            "    # headers, a malformed line): the app's JSON too.\n",
+            f'    http-error status 400 content-type application/json string "{malformed}"\n',
             "    # The front's own 503 (no gunicorn thread free within `timeout queue`): the app's.\n",
             f"    http-error status {ERRORS['unavailable'].status} content-type application/json "
             f'hdr Retry-After {RETRY_AFTER_SECONDS} string "{unavailable}"\n',

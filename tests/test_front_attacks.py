@@ -17,6 +17,7 @@ test asserts what the broken recipe failed (every list request answered 200), no
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -29,7 +30,8 @@ import requests
 from sqlalchemy.orm import Session
 
 from devtools.front import FrontUnavailable, front
-from devtools.gunicorn import free_port
+from devtools.gunicorn import free_port, gunicorn
+from orders.core.errors import ERRORS
 from orders.data.db import make_engine, migrate
 from orders.data.seed import seed_orders
 
@@ -171,3 +173,148 @@ def test_the_fronts_own_503_is_the_apps_json_with_retry_after(tmp_path: Path) ->
                 assert response.json()["error"]["code"] == "unavailable"
     except FrontUnavailable as err:
         unavailable("haproxy", str(err))
+
+
+# --- Issue 39: bodies on every method, the front's own refusals, one control socket each ------
+
+SLOW_READS = 40  # GET and OPTIONS with a body (and a method the recipe names nowhere), no token
+CANARY_S = 8  # the neighbour's reading, shorter than the front's 10 s body timeout
+
+
+def slow_read_bodies(base: str) -> list[tuple[socket.socket, bytes]]:
+    """SLOW_READS requests announcing a 16,000-byte body and sending it a byte at a time: GET and
+    OPTIONS of the list (the issue's probe), and REPORT, a method neither `read` nor `write`."""
+    methods = (b"GET", b"OPTIONS", b"REPORT")
+    sockets = []
+    for i in range(SLOW_READS):
+        sock = socket.create_connection(address(base), timeout=5)
+        method = methods[i % len(methods)]
+        sock.sendall(
+            method + b" /api/orders?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 16000\r\n\r\n"
+        )
+        sockets.append((sock, b"x" * 1000))
+    return sockets
+
+
+def test_slow_bodies_on_reads_never_hold_an_app_slot(stack: Stack) -> None:
+    """A neighbour reading every 100 ms while 40 clients trickle bodies on GET, OPTIONS and
+    REPORT: before issue 39 the front waited only for writes' bodies, and the neighbour got a
+    dozen answers in 30 s, waited 15 s and got 503s."""
+    quiet = list_latencies(stack.front, 2, pause=0.1)
+    with trickling(slow_read_bodies(stack.front), every=1):
+        time.sleep(0.5)  # every attacker has sent its head
+        attacked = list_latencies(stack.front, CANARY_S, pause=0.1)
+    latencies = [t for _, t in attacked]
+    print(
+        f"\ncanary p50 quiet {p50_ms(quiet):.1f} ms; under {SLOW_READS} slow bodies on reads "
+        f"({stack.slots} app slots): p50 {p50_ms(attacked):.1f} ms, max {max(latencies) * 1000:.0f} ms, "
+        f"{len(attacked)} answers in {CANARY_S} s, statuses {sorted({s for s, _ in attacked})}"
+    )
+    assert attacked and all(status == "200" for status, _ in attacked), attacked
+    time.sleep(1)
+    lines = stack.front_log.read_text().splitlines()
+    reached = [line for line in lines if "/api/orders?limit=1 " in line and "<NOSRV>" not in line]
+    assert reached == [], f"a slow body reached gunicorn: {reached[:3]}"
+
+
+def test_a_read_with_a_body_is_the_apps_json_400(stack: Stack) -> None:
+    for method in ("GET", "OPTIONS"):
+        response = requests.request(method, f"{stack.front}/api/orders", data=b"{}", timeout=10)
+        assert response.status_code == 400, (method, response.text[:200])
+        assert response.json()["error"]["code"] == "bad_request"
+    assert requests.get(f"{stack.front}/api/orders?limit=1", timeout=10).status_code == 200
+
+
+def _raw(base: str, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send `request` as is; (status, headers, body) of the answer, read until the server closes
+    or the body's length is in."""
+    with socket.create_connection(address(base), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        length = int(headers.get("content-length", "0"))
+        while len(body) < length and (chunk := sock.recv(65536)):
+            body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+def _extra_headers(count: int, size: int = 10) -> bytes:
+    return b"".join(b"X-Extra-%d: %s\r\n" % (i, b"v" * size) for i in range(count))
+
+
+@pytest.mark.parametrize(
+    ("what", "request_bytes", "code"),
+    [
+        # Over the front's 100: JSON (gunicorn answered its HTML 431 from 100 on, with the
+        # front's X-Forwarded-For).
+        (
+            "101 headers",
+            b"GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(100),
+            "bad_request",
+        ),
+        # More than haproxy parsed (tune.http.maxhdr was 101): its own HTML 400, now JSON.
+        (
+            "150 headers",
+            b"GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(150),
+            "bad_request",
+        ),
+        (
+            "a 9,000-byte header",
+            b"GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(1, 9000),
+            "bad_request",
+        ),
+        # A long search is the request's fault, not a cursor's (it was `invalid_cursor`).
+        (
+            "a 10,000-character q",
+            b"GET /api/orders?q=" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            "bad_request",
+        ),
+        (
+            "a 10,000-character cursor",
+            b"GET /api/orders?after=" + b"A" * 10_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+            "invalid_cursor",
+        ),
+        # Not UTF-8: werkzeug read it as U+FFFD and searched for that (200, no rows).
+        ("%FF in q", b"GET /api/orders?q=%FF HTTP/1.1\r\nHost: 127.0.0.1\r\n", "invalid_parameter"),
+    ],
+)
+def test_the_fronts_and_gunicorns_refusals_are_the_apps_json(
+    stack: Stack, what: str, request_bytes: bytes, code: str
+) -> None:
+    status, headers, body = _raw(stack.front, request_bytes + b"Connection: close\r\n\r\n")
+    assert headers.get("content-type", "").startswith("application/json"), (what, status, body[:200])
+    assert json.loads(body)["error"]["code"] == code, (what, body[:200])
+    assert status == ERRORS[code].status, (what, status)
+
+
+def test_a_hundred_headers_are_the_apps_answer_not_gunicorns_431(stack: Stack) -> None:
+    request = b"GET /api/orders?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(98)
+    status, _, body = _raw(stack.front, request + b"Connection: close\r\n\r\n")
+    assert status == 200, body[:200]
+    assert len(json.loads(body)["items"]) == 1
+
+
+def test_each_gunicorn_instance_has_a_control_socket_of_its_own(tmp_path: Path) -> None:
+    """gunicorn's default control socket is one per user: the second instance took it over, and
+    `gunicornc` reached whichever started last. Each is now named after its listen address."""
+    url = f"sqlite:///{tmp_path / 'sockets.db'}"
+    engine = make_engine(url)
+    migrate(engine)
+    engine.dispose()
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    with (
+        gunicorn(url, log_path=tmp_path / "a.log", workers=1, env=env) as (first, _),
+        gunicorn(url, log_path=tmp_path / "b.log", workers=1, env=env) as (second, _),
+    ):
+        deadline = time.monotonic() + 10  # the master opens it after its workers start
+        while len(list(runtime.glob("*.ctl"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        sockets = sorted(path.name for path in runtime.glob("*.ctl"))
+    ports = sorted(base.rsplit(":", 1)[1] for base in (first, second))
+    assert sockets == sorted(f"gunicorn-127.0.0.1-{port}.ctl" for port in ports), sockets

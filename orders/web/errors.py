@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from flask import Flask, Response, jsonify, render_template, request
 from flask.globals import request_ctx
@@ -58,7 +59,19 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
     return page, err.status, headers
 
 
+def check_query_is_utf8() -> None:
+    """A query string whose percent-escapes are not UTF-8 (`q=%FF`) is a 400 `invalid_parameter`:
+    werkzeug keeps such an escape as the literal text `%FF` (or a U+FFFD), so the search looked
+    for text the client never sent and answered 200 with no rows."""
+    try:
+        unquote_to_bytes(request.query_string).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ApiError("invalid_parameter", f"the query string is not UTF-8 (byte {err.start})") from None
+
+
 def init_app(app: Flask) -> None:
+    app.before_request(check_query_is_utf8)
+
     @app.errorhandler(ApiError)
     def _api_error(err: ApiError) -> ResponseReturnValue:
         return error_response(err)
