@@ -292,7 +292,7 @@ def test_the_fronts_and_gunicorns_refusals_are_the_apps_json(
 
 
 def test_a_hundred_headers_are_the_apps_answer_not_gunicorns_431(stack: Stack) -> None:
-    request = b"GET /api/orders?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(98)
+    request = b"GET /api/orders?limit=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _extra_headers(99)
     status, _, body = _raw(stack.front, request + b"Connection: close\r\n\r\n")
     assert status == 200, body[:200]
     assert len(json.loads(body)["items"]) == 1
