@@ -277,3 +277,68 @@ def test_the_readme_table_is_generated_from_the_settings_table() -> None:
     assert settings_docs.documented(text) == settings_docs.readme_table(), (
         "run: python -m orders.core.settings_docs --write"
     )
+
+
+# --- Issue 39: no secret in a refusal, names in any case, gunicorn's own settings ----------------
+
+SECRET_URLS = [
+    ("DATABASE_URL", "postgresql+psycopg://app:S3cret@127.0.0.1:99999/x"),
+    ("DATABASE_URL", "postgresql+asyncpg://app:S3cret@127.0.0.1/x"),
+    ("DATABASE_REPLICA_URLS", "postgresql+psycopg://app:S3cret@127.0.0.1:0/x"),
+    ("RATELIMIT_STORAGE_URI", "redis://:S3cret@127.0.0.1:99999/0"),
+    ("RATELIMIT_STORAGE_URI", "rediss://user:S3cret@127.0.0.1:70000/0"),
+    ("RATELIMIT_STORAGE_URI", "redis://127.0.0.1:99999/0?password=S3cret"),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), SECRET_URLS)
+def test_a_refusal_never_prints_a_credential(name: str, value: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**{name: value}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = _one_line(result, name)
+    assert "S3cret" not in result.stderr + result.stdout, line
+    assert "***" in line, line
+
+
+def test_masked_hides_every_credential_and_keeps_the_rest() -> None:
+    assert settings.masked("postgresql://app:pw@db:5432/x") == "postgresql://app:***@db:5432/x"
+    assert settings.masked("redis://:pw@h:6379/0") == "redis://:***@h:6379/0"
+    assert settings.masked("redis://h/0?token=pw&db=1") == "redis://h/0?token=***&db=1"
+    assert settings.masked("postgresql://app@db/x") == "postgresql://app@db/x"  # no password
+    assert settings.masked("127.0.0.1:8000") == "127.0.0.1:8000"
+
+
+def test_a_setting_is_read_whatever_the_case_of_its_name() -> None:
+    assert settings.from_environment({"trusted_proxies": "1"})["TRUSTED_PROXIES"] == 1
+    assert settings.from_environment({**GOOD_PRODUCTION, "Trusted_Proxies": "2"})["TRUSTED_PROXIES"] == 2
+    with pytest.raises(
+        SettingsError, match="TRUSTED_PROXIES is given as TRUSTED_PROXIES and trusted_proxies"
+    ):
+        settings.from_environment({"TRUSTED_PROXIES": "1", "trusted_proxies": "2"})
+
+
+@pytest.mark.parametrize("slip", ["trusted_proxy", "Trusted_Proxy", "database_urls", "api_token"])
+def test_a_near_miss_in_any_case_is_refused_by_name_in_production(slip: str) -> None:
+    with pytest.raises(SettingsError, match=f"^{slip} is not a setting.*did you mean"):
+        settings.from_environment({**GOOD_PRODUCTION, slip: "1"})
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:99999", "not a socket:::", "127.0.0.1", "host:0", ":80"])
+def test_gunicorn_refuses_a_bad_bind_in_one_line_with_status_2(value: str) -> None:
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    result = subprocess.run(
+        [str(gunicorn), "--check-config", "app:create_app()"],
+        cwd=ROOT,
+        env=_environment(BIND=value),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr[-500:]
+    _one_line(result, "BIND")

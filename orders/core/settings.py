@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -39,10 +40,24 @@ class SettingsWarning(UserWarning):
     """In development: an environment variable that looks like a setting but is none."""
 
 
+# A URL's password (`postgresql+psycopg://app:S3cret@host/db`, `redis://:pass@host`) and a
+# credential in a query (`?password=...`, `&token=...`): what masked() replaces.
+_URL_PASSWORD = re.compile(r"(://[^/@\s]*?:)[^@\s]*@")
+_QUERY_SECRET = re.compile(
+    r"([?&;](?:password|passwd|pass|pwd|token|secret|key)[^=&]*=)[^&\s]*", re.IGNORECASE
+)
+
+
+def masked(text: str) -> str:
+    """`text` with every credential it carries replaced by ***: the one function every line that
+    echoes a setting's value goes through (a refusal printed the database password to the log)."""
+    return _QUERY_SECRET.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+
+
 def _shown(value: object, secret: bool) -> str:
     if secret:
         return "(hidden)"
-    text = value if isinstance(value, str) else repr(value)
+    text = masked(value if isinstance(value, str) else repr(value))
     return repr(text[:60] + ("..." if len(text) > 60 else ""))
 
 
@@ -224,7 +239,44 @@ class StorageUri:
         return value
 
 
-Kind = Integer | Choice | Text | TextList | DatabaseUrl | DatabaseUrlList | RateLimit | StorageUri
+@dataclass(frozen=True)
+class ListenAddress:
+    """What gunicorn binds: HOST:PORT (a port from 1 to 65535), [IPv6]:PORT, unix:PATH or fd://N.
+    Checked here: gunicorn itself answered a bad one with a 30-line traceback."""
+
+    @property
+    def rule(self) -> str:
+        return "HOST:PORT with a port from 1 to 65535 ([::1]:PORT for IPv6), unix:PATH or fd://N"
+
+    def read(self, value: object) -> str:
+        if not isinstance(value, str) or not value.isprintable() or " " in value:
+            raise ValueError
+        if value.startswith("unix:") and len(value) > len("unix:"):
+            return value
+        if value.startswith("fd://") and value[5:].isdigit():
+            return value
+        host, colon, port = value.rpartition(":")
+        if host.startswith("["):
+            if not host.endswith("]") or len(host) < 3:
+                raise ValueError
+        elif not host or ":" in host:
+            raise ValueError
+        if not colon or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+            raise ValueError
+        return value
+
+
+Kind = (
+    ListenAddress
+    | Integer
+    | Choice
+    | Text
+    | TextList
+    | DatabaseUrl
+    | DatabaseUrlList
+    | RateLimit
+    | StorageUri
+)
 
 
 @dataclass(frozen=True)
@@ -425,7 +477,7 @@ SETTINGS: tuple[Setting, ...] = (
         "orders",
         "the prefix of the counters' keys (apps sharing one Redis apart)",
     ),
-    Setting("BIND", Text(min_length=1), "127.0.0.1:8000", "gunicorn's listen address"),
+    Setting("BIND", ListenAddress(), "127.0.0.1:8000", "gunicorn's listen address"),
     Setting(
         "WEB_CONCURRENCY",
         Integer(1, 64),
@@ -453,18 +505,32 @@ def nearest(name: str) -> str | None:
 
 
 def unknown_settings(environ: Mapping[str, str]) -> list[str]:
-    """What is wrong with each variable that looks like a setting but is none, one line each."""
+    """What is wrong with each variable that looks like a setting but is none, one line each.
+    Names are compared without case: `trusted_proxy` is as much a slip as `TRUSTED_PROXY`."""
     problems = []
     for name in sorted(environ):
-        if name in BY_NAME:
+        upper = name.upper()
+        if upper in BY_NAME:
             continue
-        close = nearest(name)
+        close = nearest(upper)
         cutoff = max(CLOSE, 1 - 2 / len(close)) if close else 1.0
-        near = close is not None and difflib.SequenceMatcher(None, name, close).ratio() >= cutoff
-        if name.startswith(PREFIXES) or near:
+        near = close is not None and difflib.SequenceMatcher(None, upper, close).ratio() >= cutoff
+        if upper.startswith(PREFIXES) or near:
             hint = f"; did you mean {close}?" if close else ""
             problems.append(f"{name} is not a setting (docs/configuration.md lists them){hint}")
     return problems
+
+
+def _given(environ: Mapping[str, str], name: str) -> str:
+    """The value of setting `name` whatever the case of the variable's name (`trusted_proxies=1`
+    was ignored, and production started with TRUSTED_PROXIES=0); two spellings that disagree
+    are refused by name."""
+    spellings = {key: value for key, value in environ.items() if key.upper() == name and value.strip()}
+    if len(set(spellings.values())) > 1:
+        raise SettingsError(
+            f"{name} is given as {' and '.join(sorted(spellings))} with different values; set it once"
+        )
+    return next(iter(spellings.values()), "")
 
 
 def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -474,7 +540,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
     and warned about (SettingsWarning) in development: a misspelled TRUSTED_PROXIES would
     otherwise be ignored, and every client behind the front share one rate-limit budget."""
     environ = os.environ if environ is None else environ
-    values = {s.name: s.read(environ[s.name]) for s in SETTINGS if environ.get(s.name, "").strip()}
+    values = {s.name: s.read(given) for s in SETTINGS if (given := _given(environ, s.name)).strip()}
     problems = unknown_settings(environ)
     if problems and values.get("APP_ENV") == PRODUCTION:
         raise SettingsError(f"{problems[0]} (APP_ENV=production refuses it; unset or rename it)")
