@@ -34,7 +34,8 @@ from orders.data.models import STATUSES, Order
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
 from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
-from orders.finding.listing import InvalidParameter, ListRequest
+from orders.finding.listing import ListRequest
+from orders.finding.params import InvalidParameter
 from orders.finding.positions import codec
 from orders.finding.sorts import SORTS
 from pagination import PaginationError
@@ -166,6 +167,8 @@ class _StopFlag:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: standard output).")  # fmt: skip
 @click.option("--after", default=None, help="Resume after this cursor (printed by an interrupted export).")
+@click.option("--q", "search", default=None, help="Only the orders the search box finds for this text.")
+@click.option("--to", default=None, help="Start where the list's Go to would: a date, an amount or a name.")
 @click.option("--consistent", is_flag=True, help="Read one snapshot (REPEATABLE READ) for the whole export.")
 @click.option("--batch-size", default=EXPORT_BATCH_SIZE, show_default=True)
 @click.option("--raw", is_flag=True,
@@ -179,6 +182,8 @@ def export_command(
     status: str | None,
     output: Path | None,
     after: str | None,
+    search: str | None,
+    to: str | None,
     consistent: bool,
     batch_size: int,
     raw: bool,
@@ -187,9 +192,9 @@ def export_command(
     """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
     interrupted file and the resumed one concatenate into the full export. Text cells that a
     spreadsheet would run as a formula are written with a leading ' unless --raw."""
-    args = MultiDict(
-        {"sort": sort, **({"status": status} if status else {}), **({"after": after} if after else {})}
-    )
+    # The list the page shows for the same parameters (orders/finding/listing.py): one definition.
+    given = {"sort": sort, "status": status, "after": after, "q": search, "to": to}
+    args = MultiDict({name: value for name, value in given.items() if value})
     try:
         listing = ListRequest.from_args(args, default_limit=20)
     except InvalidParameter as err:
@@ -224,7 +229,9 @@ def export_command(
                     if flag.stop:
                         break
     except PaginationError as err:
-        raise click.BadParameter(str(err), param_hint="--after") from None
+        raise click.BadParameter(str(err), param_hint="--to" if to else "--after") from None
+    except InvalidParameter as err:  # a go-to with nothing there
+        raise click.BadParameter(str(err), param_hint="--to") from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

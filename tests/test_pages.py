@@ -346,7 +346,7 @@ def test_unstorable_characters_are_unicode_categories_cc_and_cs():
     # surrogates, over every code point.
     import unicodedata
 
-    from orders.finding.listing import _UNSTORABLE
+    from orders.finding.params import _UNSTORABLE
 
     wrong = [
         cp

@@ -64,9 +64,7 @@ def export_chunks(
     whole work; one value per batch costs nothing per row."""
     dialect = session.get_bind().dialect.name
     sort = listing.keyset
-    stmt = listing.statement().with_only_columns(
-        *export_columns(dialect, sort, raw=raw), maintain_column_froms=True
-    )
+    stmt = listing.statement(*export_columns(dialect, sort, raw=raw))
     reader = _BatchReader(sort)
     # A server engine probes the next range on a session of its own (_one_ahead) and reads two
     # ranges at once on two more (_read_ahead): the server formats a batch (to_char, the formula
@@ -79,13 +77,18 @@ def export_chunks(
     ahead = not one_transaction and dialect != "sqlite"
     own = [Session(bind=session.get_bind()) for _ in range(3)] if ahead else []
     probing = own[0] if ahead else session
+    # Where the list starts: its cursor, or its go-to's first row (read here, on the caller's
+    # session, in its own short transaction unless one_transaction).
+    start = listing.start(session, codec, seek=seek_form())
+    if listing.goto is not None and not one_transaction:
+        session.rollback()
     ranges = iterate_ranges(
         probing,
         stmt,
         sort,
         batch_size=batch_size,
         codec=codec,
-        after=listing.after,
+        after=start,
         filters=listing.filters,
         seek=seek_form(),
     )

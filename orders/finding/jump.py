@@ -12,15 +12,24 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orders.data.names import KEY_LENGTH, name_key
-from orders.finding.listing import InvalidParameter, ListRequest
+from orders.data.names import KEY_LENGTH
+from orders.finding.params import InvalidParameter
+from orders.finding.search import Search, SearchError
 from orders.finding.sorts import SORTS, GotoKind
-from pagination import BEFORE, CursorCodec, Position, filters_fingerprint
+from pagination import BEFORE, CursorCodec, Position, SeekForm, filters_fingerprint, paginate, start_at
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from orders.finding.listing import ListRequest
 
 MAX_NAME = 64
-_AMOUNT = re.compile(r"[0-9]{1,10}(\.[0-9]{1,2})?")
+# An amount as readers write it (the separators are read by _amount): "1234.50", "1,234.50",
+# "1234,50", "1.234,50", "1 234,50".
+_AMOUNT = re.compile(r"[0-9][0-9 ,.\u00a0\u202f]{0,18}")
+_AMOUNT_HELP = "an amount like 1234.50, 1,234.50 or 1234,50"
 # What an <input type="datetime-local"> or a person sends: a date, optionally a time.
 _WHEN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?)?")
 
@@ -54,7 +63,8 @@ GOTO_FIELDS: dict[GotoKind, GotoField] = {
     ),
     "amount": GotoField(
         "Go to amount",
-        {"type": "number", "min": "0", "step": "0.01", "inputmode": "decimal"},
+        # Text, not a number field: a number field refuses "1,234.50" (a comma) in most locales.
+        {"type": "text", "inputmode": "decimal", "autocomplete": "off", "placeholder": "1,234.50"},
         "amount",
         "text",
     ),
@@ -65,6 +75,19 @@ GOTO_FIELDS: dict[GotoKind, GotoField] = {
         "initial",
     ),
 }
+
+
+@dataclass(frozen=True)
+class Goto:
+    """A go-to as typed (`to`, and the reader's zone `tz` for a date), and its value for the sort."""
+
+    text: str
+    value: Any
+    tz_offset: str | None = None
+
+    @classmethod
+    def parse(cls, sort: str, raw: str, tz_offset: str | None) -> Goto:
+        return cls(raw.strip(), value_for(sort, raw, tz_offset), tz_offset)
 
 
 def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
@@ -80,16 +103,42 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
             when = _shifted(when, dt.timedelta(days=1, microseconds=-1))
         return when
     if spec.goto == "amount":
-        if not (raw.isascii() and _AMOUNT.fullmatch(raw)):
-            raise InvalidParameter(f"to must be an amount like 120 or 120.50 for this sort, not {raw[:40]!r}")
-        return Decimal(raw)
+        return amount(raw)
     if len(raw) > MAX_NAME:
         raise InvalidParameter(f"to is a name (prefix) of at most {MAX_NAME} characters")
-    # The customer sort reads the normalized key: "ú", "U" and "u" go to the same place.
-    key = name_key(raw)
-    if not key:
-        raise InvalidParameter("to has no letters or digits to go to")
-    return key
+    # The words of the name, as the search reads them: "ú", "U" and "u" go to the same place,
+    # and "Pereira" to the first name with a word starting with it (orders/finding/listing.py).
+    try:
+        return Search.parse_words(raw)
+    except SearchError as err:
+        raise InvalidParameter(str(err)) from None
+
+
+def amount(raw: str) -> Decimal:
+    """The amount typed, with the reader's separators where they say one thing: the last of "."
+    or "," followed by one or two digits is the decimal point, every other separator groups
+    thousands (groups of three digits); "1,234" and "1.234" are 1234 (an amount has at most two
+    decimals). Anything else is refused with the forms that are understood."""
+    text = raw.strip()
+    if not (_AMOUNT.fullmatch(text) and text[-1].isdigit()):
+        raise InvalidParameter(f"to must be {_AMOUNT_HELP}, not {raw[:40]!r}")
+    whole, fraction = text, ""
+    decimal = re.fullmatch(r"(.*[0-9])[.,]([0-9]{1,2})", text)
+    if decimal is not None:
+        whole, fraction = decimal.groups()
+    groups = re.split(r"[ ,.\u00a0\u202f]", whole)
+    separators = set(re.findall(r"[ ,.\u00a0\u202f]", whole))
+    mixes_decimal = decimal is not None and text[len(whole)] in separators
+    if (
+        len(separators) > 1
+        or mixes_decimal
+        or (len(groups) > 1 and (not 1 <= len(groups[0]) <= 3 or any(len(g) != 3 for g in groups[1:])))
+    ):
+        raise InvalidParameter(f"to must be {_AMOUNT_HELP} (thousands in groups of three), not {raw[:40]!r}")
+    digits = "".join(groups)
+    if len(digits.lstrip("0")) > 10:
+        raise InvalidParameter(f"to must be an amount below 10,000,000,000, not {raw[:40]!r}")
+    return Decimal(f"{digits}.{fraction or '0'}")
 
 
 def _when(raw: str, tz_offset: str | None) -> dt.datetime:
@@ -119,6 +168,72 @@ def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
     except OverflowError:
         limit = dt.datetime.max if by > dt.timedelta(0) else dt.datetime.min
         return limit.replace(tzinfo=when.tzinfo)
+
+
+# --- Where a go-to opens the list, or why nothing is there ---------------------------------
+
+
+def start(listing: ListRequest, session: Session, codec: CursorCodec, *, seek: SeekForm | None) -> str:
+    """The inclusive `after` cursor at the first row of `listing` at or past its go-to, or
+    InvalidParameter saying plainly that nothing is there (a value outside the list's rows, a
+    name no word of which starts with what was typed): the list is not moved.
+
+    A name goes to the first row, in the list's order, whose name has a word starting with each
+    word typed (as the search matches: surnames too); a date or an amount to the first row at or
+    past it, unless the value lies beyond either end of the list."""
+    goto = listing.goto
+    assert goto is not None
+    if SORTS[listing.sort].goto == "name":
+        found = listing.first_named(session, codec, seek=seek)
+        if found is None:
+            raise InvalidParameter(f"no name in this list has a word starting with {goto.text[:40]!r}")
+        keys = [getattr(found, str(column.expr.key)) for column in listing.keyset.columns]
+        return start_at(listing.keyset, keys, codec=codec, filters=listing.filters)
+    cursor = start_at(listing.keyset, [goto.value], codec=codec, filters=listing.filters)
+    page = paginate(
+        session.connection(),
+        listing.statement(),
+        listing.keyset,
+        limit=1,
+        codec=codec,
+        seek=seek,
+        after=cursor,
+        filters=listing.filters,
+    )
+    kind = SORTS[listing.sort].goto
+    if not page.items:
+        before = listing.keyset.columns[0].descending
+        where = "of" if kind == "amount" else "on or before" if before else "on or after"
+        tail = " or less" if kind == "amount" else ""
+        raise InvalidParameter(f"no order {where} {goto.text[:40]}{tail} in this list: nothing moved")
+    first = page.items[0]
+    if not page.has_previous and not _covers(listing.sort, goto, first):
+        shown = _shown(listing.sort, goto, first)
+        raise InvalidParameter(
+            f"no order at {goto.text[:40]} in this list, which starts at {shown}: nothing moved"
+        )
+    return cursor
+
+
+def _local(when: dt.datetime, goto: Goto) -> dt.datetime:
+    """`when` (UTC) in the zone the reader typed in (tz: minutes behind UTC), without a zone."""
+    return when.replace(tzinfo=None) - dt.timedelta(minutes=int(goto.tz_offset or 0))
+
+
+def _covers(sort: str, goto: Goto, row: Any) -> bool:
+    """Whether `row` is what the value typed names, at the precision typed (a day, a minute, a
+    second; an amount to the cent)."""
+    if SORTS[sort].goto == "amount":
+        return bool(row.amount == goto.value)
+    typed = goto.text.replace(" ", "T")
+    shown = _local(row.created_at, goto).isoformat(timespec="seconds")
+    return shown.startswith(typed)
+
+
+def _shown(sort: str, goto: Goto, row: Any) -> str:
+    if SORTS[sort].goto == "amount":
+        return f"{row.amount:,.2f}"
+    return _local(row.created_at, goto).isoformat(sep=" ", timespec="minutes")
 
 
 # --- End: the last rows of the list, as the first page of the reverse order ------------------

@@ -2,67 +2,23 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, Select, select
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 
 from orders.core.settings import MAX_PAGE_SIZE
 from orders.data.models import STATUSES, Order
+from orders.finding import jump
+from orders.finding.params import InvalidParameter, check_text_parameters, parse_int, single
 from orders.finding.positions import sharded
 from orders.finding.search import Search, SearchError
 from orders.finding.sorts import DEFAULT_SORT, SORTS, Sort
 from pagination import CursorCodec, Keyset, Page, SeekForm, paginate
 
 MAX_LIMIT = MAX_PAGE_SIZE
-
-
-class InvalidParameter(ValueError):
-    """A query parameter a client got wrong; the message names it and says what is allowed."""
-
-
-# Unicode's categories Cc and Cs, as ranges: one regex search per value instead of a category
-# lookup per character (a cursor is ~100 characters; the loop was 0.1 ms of every list request).
-# tests/test_pages.py checks the ranges against unicodedata over every code point.
-_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _unstorable(text: str) -> str | None:
-    """The first character of `text` no parameter may carry, as U+XXXX, or None. Control
-    characters (NUL first: PostgreSQL refuses it in text, and the request was a 500) and lone
-    surrogates (no driver encodes them) mean nothing in a search, a cursor or a date."""
-    found = _UNSTORABLE.search(text)
-    return None if found is None else f"U+{ord(found.group()):04X}"
-
-
-def check_text_parameters(args: MultiDict[str, str]) -> None:
-    """One rule for every parameter of a list request (q, to, tz, cursors, sort, ...), names
-    included: a character no engine stores is a 400 naming the parameter, before any is read."""
-    for name, value in args.items(multi=True):
-        if (found := _unstorable(name)) is not None:
-            raise InvalidParameter(f"a parameter name contains {found}: control characters are not allowed")
-        if (found := _unstorable(value)) is not None:
-            raise InvalidParameter(f"{name} contains {found}: control characters are not allowed")
-
-
-def single(args: MultiDict[str, str], name: str) -> str | None:
-    """The one value of a query parameter, or None; a parameter given twice is refused."""
-    values = args.getlist(name)
-    if len(values) > 1:
-        raise InvalidParameter(f"{name} was given {len(values)} times; give it once")
-    return values[0] if values else None
-
-
-def parse_int(args: MultiDict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = single(args, name)
-    if raw is None:
-        return default
-    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
-        raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {raw[:40]!r}")
-    return int(raw)
 
 
 def with_status_index_hint(stmt: Select[Any]) -> Select[Any]:
@@ -86,6 +42,8 @@ class ListRequest:
     before: str | None
     # The search box (orders/finding/search.py): an order number, or the start of a customer's name.
     search: Search | None = None
+    # "Go to" (`to`, with the reader's zone `tz`): the list starts at the first row at or past it.
+    goto: jump.Goto | None = None
 
     @classmethod
     def from_args(cls, args: MultiDict[str, str], *, default_limit: int) -> ListRequest:
@@ -105,7 +63,13 @@ class ListRequest:
             search = Search.parse(single(args, "q"))
         except SearchError as err:
             raise InvalidParameter(str(err)) from None
-        return cls(sort, status, limit, after, before, search)
+        to = single(args, "to")
+        goto = None
+        if to is not None:
+            if after is not None or before is not None:
+                raise InvalidParameter("give either to or a cursor (after/before), not both")
+            goto = jump.Goto.parse(sort, to, single(args, "tz"))
+        return cls(sort, status, limit, after, before, search, goto)
 
     @property
     def sort_spec(self) -> Sort:
@@ -123,11 +87,15 @@ class ListRequest:
         # The search is a filter like the status: a cursor of one search is refused by another.
         return {"status": self.status, **(self.search.filters() if self.search else {})}
 
-    def statement(self) -> Select[Any]:
+    def statement(self, *columns: ColumnElement[Any]) -> Select[Any]:
+        """The list, one definition for every reader (the page, its fragments, the API, the CSV
+        export, the CLI export, go-to): `columns` of the orders (all of them by default) with
+        the status and the search applied. Readers change what is selected here, never the
+        statement after it is built (a copy with other columns lost the search's join)."""
         # Plain rows of the table's columns, not ORM objects: a page only reads them, and
         # loading an identity-mapped object per row was a tenth of a fragment's time. Rows keep
         # attribute access (row.id, row.created_at, ...), so templates and JSON read them alike.
-        stmt = select(Order.__table__)
+        stmt = select(*columns) if columns else select(Order.__table__)
         if self.status is not None:
             stmt = stmt.where(Order.status == self.status)
             if self.sort_spec.status_index and not (self.search and self.search.words):
@@ -136,11 +104,37 @@ class ListRequest:
             stmt = self.search.where(stmt, sharded=sharded())
         return stmt
 
+    def start(self, session: Session, codec: CursorCodec, *, seek: SeekForm | None = None) -> Any:
+        """Where this list is read from: its go-to's first row (orders/finding/jump.py start), or
+        the cursor given (as orders/web/read_routing.py already decoded it, not twice), or None."""
+        if self.goto is not None:
+            return jump.start(self, session, codec, seek=seek)
+        cursor = self.after or self.before
+        known = session.info.get("cursor_positions", {})
+        return known.get(cursor, cursor)
+
+    def first_named(self, session: Session, codec: CursorCodec, *, seek: SeekForm | None) -> Any:
+        """The first row of this list whose name has a word starting with each word of the
+        go-to (the search's rule), or None."""
+        assert self.goto is not None
+        words = self.goto.value
+        search = self.search.plus(words) if self.search is not None else Search(self.goto.text, words=words)
+        probe = replace(self, search=search, goto=None, after=None, before=None, limit=1)
+        page = paginate(
+            session.connection(),
+            probe.statement(),
+            probe.keyset,
+            limit=1,
+            codec=codec,
+            seek=seek,
+            filters=probe.filters,
+        )
+        return page.items[0] if page.items else None
+
     def page(self, session: Session, codec: CursorCodec, *, seek: SeekForm | None = None) -> Page:
         """This request's page, read through `session`, its cursors sealed with `codec` (the app
         reads it with orders/finding/positions.py read_page: its codec and its seek form)."""
-        # The cursor as orders/web/read_routing.py already decoded it (to route the read), not twice.
-        known = session.info.get("cursor_positions", {})
+        start = self.start(session, codec, seek=seek)
         return paginate(
             # The session's connection, not the session: the statement is Core (plain rows), and
             # the ORM's execute and row loading around it were a tenth of the page's time.
@@ -150,8 +144,8 @@ class ListRequest:
             limit=self.limit,
             codec=codec,
             seek=seek,
-            after=known.get(self.after, self.after),
-            before=known.get(self.before, self.before),
+            after=start if self.before is None else None,
+            before=start if self.before is not None else None,
             filters=self.filters,
             # Where the page was read (the WAL position, set by orders/web/read_routing.py when reads go
             # to replicas): sealed into its cursors so the next page is read at least that far.

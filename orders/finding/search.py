@@ -93,28 +93,44 @@ class Search:
             if not 1 <= order_id <= MAX_ID:
                 raise SearchError(f"q: order numbers go from 1 to {MAX_ID}, not {text[:40]!r}")
             return cls(text, order_id=order_id)
+        return cls(text, words=cls.parse_words(text, "q"))
+
+    @staticmethod
+    def parse_words(text: str, name: str = "to") -> tuple[str, ...]:
+        """The words `text` (parameter `name`) searches for, or SearchError."""
         words = query_words(name_key(text))
         if not words:
-            raise SearchError("q has no letters or digits to search for")
+            raise SearchError(f"{name} has no letters or digits to search for")
         if len(words) > MAX_WORDS:
-            raise SearchError(f"q has {len(words)} words; search for at most {MAX_WORDS}")
-        return cls(text, words=words)
+            raise SearchError(f"{name} has {len(words)} words; search for at most {MAX_WORDS}")
+        return words
+
+    def plus(self, words: tuple[str, ...]) -> Search:
+        """This search narrowed by more words (go-to by name within a searched list)."""
+        return Search(self.text, self.order_id, query_words(" ".join((*self.words, *words))))
 
     def filters(self) -> dict[str, Any]:
         """What a cursor of this search is bound to (a filter, like the status)."""
-        return {"order": self.order_id} if self.order_id is not None else {"q": " ".join(self.words)}
+        found: dict[str, Any] = {} if self.order_id is None else {"order": self.order_id}
+        return found | ({"q": " ".join(self.words)} if self.words else {})
 
     def keyset(self, sort: str, *, sharded: bool) -> Keyset | None:
         """The keyset a name search pages by (None: the sort's own)."""
-        return None if self.order_id is not None or sharded else _word_keyset(sort)
+        return None if not self.words or sharded else _word_keyset(sort)
 
     def where(self, stmt: Select[Any], *, sharded: bool = False) -> Select[Any]:
         if self.order_id is not None:
-            return stmt.where(Order.id == self.order_id)
+            stmt = stmt.where(Order.id == self.order_id)
+        if not self.words:
+            return stmt
         if sharded:
             return name_start(stmt, " ".join(self.words))
         lead, *others = self.words
-        stmt = stmt.join(WORDS, _ON_ORDER).where(WORDS.c.word == lead)
+        # The join as the statement's FROM, stated once: a reader that selects other columns (the
+        # export's CSV line, the library's probes of the keyset's columns) keeps it as it is; an
+        # implicit .join() left SQLAlchemy two FROMs to join from there (a 500 on every export of
+        # a search).
+        stmt = stmt.select_from(Order.__table__.join(WORDS, _ON_ORDER)).where(WORDS.c.word == lead)
         for word in others:
             other = _ALL_WORDS.alias()
             stmt = stmt.where(exists().where(other.c.id == WORDS.c.id, other.c.word == word))

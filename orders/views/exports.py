@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from flask import Blueprint, Response, current_app, request
 
 from orders.exports.stream import close_after_stream, csv_chunks, export_chunks
-from orders.finding.listing import InvalidParameter, ListRequest, parse_int
+from orders.finding.listing import ListRequest
+from orders.finding.params import InvalidParameter, parse_int
 from orders.finding.positions import codec
 from orders.web import htmx
 from orders.web.routes import streaming_read

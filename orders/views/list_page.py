@@ -4,20 +4,21 @@ and the new-orders banner."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from urllib.parse import urlencode
 
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from orders.data.db import get_session
-from orders.data.models import Order
 from orders.finding import jump
 from orders.finding.estimates import estimate, rounded
-from orders.finding.listing import InvalidParameter, ListRequest, parse_int, single
+from orders.finding.listing import ListRequest
+from orders.finding.params import InvalidParameter, parse_int
 from orders.finding.positions import codec, position_at, read_page, seek_form
 from orders.web import htmx
 from orders.web.routes import list_read
-from pagination import Page, paginate
+from pagination import Page
 
 bp = Blueprint("list_page", __name__)
 
@@ -75,15 +76,14 @@ def _page_urls(listing: ListRequest, page: Page, page_number: int, list_url: str
     }
 
 
-def _jump(listing: ListRequest, to: str) -> ResponseReturnValue:
-    """ "Go to": a redirect to the position URL of the first row at or past the value typed.
+def _jump(listing: ListRequest) -> ResponseReturnValue:
+    """ "Go to": a redirect to the position URL of the first row at or past the value typed, or
+    a 400 that says nothing is there (and the list stays where it was).
 
     A redirect, so the address is the same kind of position URL as any other: reload, Back and
     sharing behave alike, and the value typed is not re-applied by a reload.
     """
-    if listing.after is not None or listing.before is not None:
-        raise InvalidParameter("give either to or a cursor (after/before), not both")
-    cursor = position_at(listing, [jump.value_for(listing.sort, to, single(request.args, "tz"))])
+    cursor = listing.start(get_session(), codec(), seek=seek_form())
     return redirect(url_for("list_page.orders", **listing.query_args(after=cursor)), 303)
 
 
@@ -92,21 +92,21 @@ def _jump(listing: ListRequest, to: str) -> ResponseReturnValue:
 def orders() -> ResponseReturnValue:
     cfg = current_app.config
     listing = ListRequest.from_args(request.args, default_limit=cfg["PAGE_SIZE"])
-    to = single(request.args, "to")
-    if to is not None:
-        return _jump(listing, to)
+    if listing.goto is not None:
+        return _jump(listing)
     search = listing.search
     missing_order = None
-    at_top = listing.after is None and listing.before is None
-    if search is not None and search.order_id is not None and at_top:
-        # An order number in the search box opens that order, or says on the list that it is not there.
-        if get_session().get(Order, search.order_id) is not None:
-            return redirect(url_for("order_page.order_detail", order_id=search.order_id), 303)
-        missing_order = search.order_id
     # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
     # and a "Load more" button takes over, so the footer can be reached.
     page_number = parse_int(request.args, "page", 1, 1, 1_000_000)
     page = read_page(listing, get_session())
+    at_top = listing.after is None and listing.before is None
+    if search is not None and search.order_id is not None and at_top:
+        # An order number in the search box opens that order if the list holds it (its status
+        # filter too: the API and the export read the same list), or says it is not there.
+        if page.items:
+            return redirect(url_for("order_page.order_detail", order_id=search.order_id), 303)
+        missing_order = search.order_id
     auto_pages = cfg["AUTO_PAGES"]
     fragment = htmx.wants_fragment()
     list_url = url_for("list_page.orders")
@@ -166,16 +166,9 @@ def new_orders() -> ResponseReturnValue:
     listing = ListRequest.from_args(request.args, default_limit=NEW_ORDERS_CAP)
     if listing.after is not None:
         raise InvalidParameter("new orders are counted above a position: give before, not after")
-    page = paginate(
-        get_session(),
-        listing.statement(),
-        listing.keyset,
-        limit=NEW_ORDERS_CAP,
-        codec=codec(),
-        seek=seek_form(),
-        before=listing.before,
-        filters=listing.filters,
-    )
+    if listing.goto is not None:
+        raise InvalidParameter("new orders are counted above a position: give before, not to")
+    page = read_page(replace(listing, limit=NEW_ORDERS_CAP), get_session())
     count = len(page.items) if listing.before else 0
     return render_template(
         "_new_orders.html",

@@ -15,7 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, SecurityError
 
 from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS, ApiError, retryable
-from orders.finding.listing import InvalidParameter
+from orders.finding.params import InvalidParameter
 from orders.web import htmx
 from pagination import CursorMismatch, InvalidCursor, PaginationError
 

@@ -1,0 +1,53 @@
+"""A list request's parameters as the client sent them: one rule each for a parameter given twice,
+an integer out of range, and a character no engine stores; every error names the parameter."""
+
+from __future__ import annotations
+
+import re
+
+from werkzeug.datastructures import MultiDict
+
+
+class InvalidParameter(ValueError):
+    """A query parameter a client got wrong; the message names it and says what is allowed."""
+
+
+# Unicode's categories Cc and Cs, as ranges: one regex search per value instead of a category
+# lookup per character (a cursor is ~100 characters; the loop was 0.1 ms of every list request).
+# tests/test_pages.py checks the ranges against unicodedata over every code point.
+_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _unstorable(text: str) -> str | None:
+    """The first character of `text` no parameter may carry, as U+XXXX, or None. Control
+    characters (NUL first: PostgreSQL refuses it in text, and the request was a 500) and lone
+    surrogates (no driver encodes them) mean nothing in a search, a cursor or a date."""
+    found = _UNSTORABLE.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+def check_text_parameters(args: MultiDict[str, str]) -> None:
+    """One rule for every parameter of a list request (q, to, tz, cursors, sort, ...), names
+    included: a character no engine stores is a 400 naming the parameter, before any is read."""
+    for name, value in args.items(multi=True):
+        if (found := _unstorable(name)) is not None:
+            raise InvalidParameter(f"a parameter name contains {found}: control characters are not allowed")
+        if (found := _unstorable(value)) is not None:
+            raise InvalidParameter(f"{name} contains {found}: control characters are not allowed")
+
+
+def single(args: MultiDict[str, str], name: str) -> str | None:
+    """The one value of a query parameter, or None; a parameter given twice is refused."""
+    values = args.getlist(name)
+    if len(values) > 1:
+        raise InvalidParameter(f"{name} was given {len(values)} times; give it once")
+    return values[0] if values else None
+
+
+def parse_int(args: MultiDict[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = single(args, name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise InvalidParameter(f"{name} must be an integer from {low} to {high}, not {raw[:40]!r}")
+    return int(raw)
