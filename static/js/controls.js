@@ -1,7 +1,8 @@
 // The find bar (templates/orders.html; docs/finding.md): sticky controls that know their height
 // and tuck away while the reader scrolls down, Top and End (and the Home/End keys), "go to" that
-// lands exactly on its row, sort and status that never navigate on a keyboard change, and where
-// the reader is. It uses only the scroll window's API (open, land, refresh, firstVisibleRow; the
+// lands exactly on its row, sort and status that never navigate on a keyboard change, the forms
+// folded away on a short screen (a landscape phone) until asked for, and where
+// the reader is. It uses only the scroll window's API (open, land, refresh, firstVisibleRow, holdBelow; the
 // "orders:place" event); without JavaScript every control is a plain link or GET form.
 import { announce as say, listTop as inset } from "./dom.js";
 import { api as list } from "./scroll-window.js";
@@ -44,6 +45,20 @@ function watchBar() {
 watchBar();
 document.addEventListener("htmx:historyRestore", watchBar);
 
+// --- Short screens: the forms fold away until asked for (controls.css) -------------------------
+
+function openForms(yes) {
+  var bar = findBar();
+  var toggle = bar && bar.querySelector(".find-toggle");
+  if (!toggle) return;
+  bar.classList.toggle("is-open", yes);
+  toggle.setAttribute("aria-expanded", yes ? "true" : "false");
+}
+document.addEventListener("click", function (evt) {
+  var toggle = evt.target.closest && evt.target.closest("#find-bar .find-toggle");
+  if (toggle) openForms(toggle.getAttribute("aria-expanded") !== "true");
+});
+
 // --- Tucked while the reader scrolls down, back when they scroll up --------------------------
 // Decided by the reader's own input (wheel, finger, keys), never by a scroll the script made
 // (landing on a row, keeping the place while rows arrive above), so the bar does not flicker
@@ -75,7 +90,7 @@ document.addEventListener("keydown", function (evt) {
   if (inField(evt.target) || evt.altKey || evt.ctrlKey || evt.metaKey) return;
   if (evt.key === "/") {
     var search = findBar() && findBar().querySelector('form.search input[name="q"]');
-    if (search) { evt.preventDefault(); tucked(false); search.focus(); }
+    if (search) { evt.preventDefault(); tucked(false); openForms(true); search.focus(); }
     return;
   }
   if (DOWN[evt.key] && !(evt.key === " " && evt.shiftKey)) tucked(true);
@@ -155,25 +170,11 @@ document.addEventListener("submit", function (evt) {
 
 // --- Top and End (and the Home / End keys when focus is not in a field) -----------------------
 
-// The footer at any depth, in one action: the rows below stop loading by themselves (else they
-// would arrive above the footer and push it away); their sentinel becomes a "Load more orders"
-// button, and the footer comes into view with the focus (its links are the next Tab).
+// The footer at any depth, in one action: the rows below wait (else they would arrive above the
+// footer and push it away) until the reader scrolls on, and the footer comes into view with the
+// focus (its links are the next Tab).
 function toFooter() {
-  var more = document.getElementById("more");
-  var prefetch = more && more.querySelector(".prefetch");
-  if (prefetch && !more.classList.contains("is-loading")) {
-    prefetch.remove();  // htmx's intersection observer goes with it
-    more.classList.add("paused");
-    document.dispatchEvent(new CustomEvent("orders:rows-changed"));
-    var next = more.querySelector(".next-link");
-    next.textContent = "Load more orders";
-    next.classList.add("button");
-    next.addEventListener("click", function (evt) {
-      evt.preventDefault();
-      more.classList.remove("paused");
-      htmx.ajax("GET", next.getAttribute("href"), { source: more, target: more, swap: "outerHTML" });
-    });
-  }
+  list.holdBelow();
   var footer = document.getElementById("site-footer");
   footer.scrollIntoView({ block: "end" });
   footer.focus({ preventScroll: true });
@@ -249,6 +250,7 @@ document.addEventListener("submit", function (evt) {
   var bar = findBar();
   var form = bar && bar.querySelector("form." + parts[0].split(" ")[0]);
   if (!form) return;
+  openForms(true);  // folded away on a short screen: the control must be there to take the focus
   var el = parts[1] === "apply" ? form.querySelector(".apply") : parts[1] && form.querySelector('[name="' + parts[1] + '"]');
   (el || form.querySelector("select, input:not([type=hidden])")).focus({ preventScroll: true });
 })();
@@ -257,7 +259,7 @@ document.addEventListener("submit", function (evt) {
 (function searchMessage() {
   var bar = findBar();
   var input = bar && bar.querySelector('form.search [aria-invalid="true"]');
-  if (input) input.focus({ preventScroll: true });
+  if (input) { openForms(true); input.focus({ preventScroll: true }); }
 })();
 
 // --- Where the reader is: the date, amount or initial of the first row in view ----------------

@@ -94,15 +94,40 @@ document.addEventListener("click", function (evt) {
 function remember(row) {
   try { sessionStorage.setItem(OPENED, row.dataset.id); } catch (e) { /* no storage: no focus back */ }
 }
-// Back from an order: the row that was opened, else the first row in view, has the focus.
+// Back from an order (also after the order's page was reloaded): the row that was opened has the
+// focus. The list comes back at the first row that was in view (the address names it) and draws
+// from the start of that row's page, so at depth the opened row, lower on the screen, may come
+// with the next page: until it does, the first row in view holds the focus (never <body>), and
+// the opened row takes it when it arrives, unless the reader has moved on meanwhile.
+var returning = null;  // the opened row's id, until it has the focus or the reader moves
 function focusReturned() {
   var id = null;
   try { id = sessionStorage.getItem(OPENED); sessionStorage.removeItem(OPENED); } catch (e) { return; }
   if (!id || !body()) return;
-  var row = document.getElementById("order-" + id) || list.firstVisibleRow();
-  if (row && isRow(row)) row.focus({ preventScroll: true });
+  returning = id;
+  focusOpened();
+}
+function focusOpened() {
+  if (!returning) return;
+  var row = document.getElementById("order-" + returning);
+  if (row && isRow(row)) {
+    returning = null;
+    row.focus({ preventScroll: true });
+    return;
+  }
+  var active = document.activeElement;
+  if (!active || active === document.body) {
+    var first = list.firstVisibleRow();
+    if (first) first.focus({ preventScroll: true });
+  }
+  // Nothing more to come below (the end of the list): the row is gone (deleted meanwhile).
+  if (!document.getElementById("more")) returning = null;
 }
 document.addEventListener("htmx:historyRestore", focusReturned);
+document.addEventListener("orders:loaded", function (evt) { if (!evt.detail.up) focusOpened(); });
+["keydown", "pointerdown", "wheel", "touchstart"].forEach(function (name) {
+  window.addEventListener(name, function () { returning = null; }, { capture: true, passive: true });
+});
 
 // "N new orders · show": the list at its top in place (one request), focus on its first row.
 document.addEventListener("click", function (evt) {

@@ -24,6 +24,8 @@
 //   busy()              true while a load of rows is in flight
 //   firstVisibleRow()   the <tr> of the first row in view
 //   refresh()           re-reads the list area's top inset after sticky controls changed height
+//   holdBelow()         the rows below stop loading by themselves until the reader scrolls on
+//                       (the footer was asked for: rows must not arrive above it and push it away)
 // "The top of the list area" is the rows' scroll-margin-top (dom.js listTop(); 0 unless sticky
 // controls set it).
 // Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
@@ -414,14 +416,108 @@ htmx.onLoad(function (elt) {
 // Back without a snapshot: htmx fetched the page again (a full page, at the address's
 // position); put the named row on top. With a snapshot htmx restores the old scroll itself.
 document.addEventListener("htmx:historyRestore", function (evt) {
+  releaseHold();
   loads.clear();
   requesting.clear();
   if (evt.detail && evt.detail.cacheMiss) goToNamedRow();
 });
 
+// --- The footer asked for: the rows below wait until the reader scrolls on --------------------
+// "Site links" brings the footer into view at any depth. Rows loading below would arrive above
+// it and push it away, so the sentinel below is held: its load, if one is on its way, is
+// aborted, and it shows as a "Load more orders" link. The hold ends with the reader's next move
+// (a wheel or a finger either way, a scroll key, the link itself) or when the footer leaves the
+// view by any other means (the scrollbar): a fresh sentinel takes the held one's place and the
+// list goes on loading from the same cursor, so no row is skipped or shown twice.
+var held = null;        // the held #more row
+var heldFooter = null;  // IntersectionObserver on the footer while held
+var SCROLL_KEYS = { ArrowDown: 1, ArrowUp: 1, PageDown: 1, PageUp: 1, " ": 1, j: 1, k: 1 };
+
+export function holdBelow() {
+  var more = document.getElementById("more");
+  if (!more || !more.classList.contains("sentinel")) return;  // the end, a button or a Retry already
+  var load = loads.get(more);
+  if (load) {  // on its way: aborted (htmx sends afterRequest, which ends it as busy)
+    loads.delete(more);
+    htmx.trigger(load.elt, "htmx:abort");
+    requesting.delete(load.elt);
+  }
+  var prefetch = more.querySelector(".prefetch");
+  if (prefetch) prefetch.remove();  // htmx's intersection observer goes with it
+  more.classList.add("paused");
+  var next = more.querySelector(".next-link");
+  next.textContent = "Load more orders";
+  next.classList.add("button");
+  held = more;
+  setBusy();
+  document.dispatchEvent(new CustomEvent("orders:rows-changed"));
+  var footer = document.getElementById("site-footer");
+  if (heldFooter) heldFooter.disconnect();
+  heldFooter = null;
+  if (footer && "IntersectionObserver" in window) {
+    var seen = false;
+    heldFooter = new IntersectionObserver(function (entries) {
+      var inView = entries[entries.length - 1].isIntersecting;
+      if (inView) seen = true;
+      else if (seen) resumeBelow(false);
+    });
+    heldFooter.observe(footer);
+  }
+}
+
+// The held sentinel back as a loading one (its URL unchanged); `focus`: the first new row gets
+// the focus (the link was pressed, or the keys moved on from the footer).
+function resumeBelow(focus) {
+  var more = held;
+  held = null;
+  if (heldFooter) heldFooter.disconnect();
+  heldFooter = null;
+  if (!more || !more.isConnected) return;
+  var footer = document.getElementById("site-footer");
+  var active = document.activeElement;
+  var fromFooter = !!active && ((footer && footer.contains(active)) || more.contains(active));
+  var row = sentinel(false, more.querySelector(".next-link").getAttribute("href"));
+  more.replaceWith(row);
+  htmx.process(row);
+  // The footer hides while rows are to come (app.css): focus must not stay on it.
+  if (fromFooter) {
+    var last = lastRow();
+    if (last) last.focus({ preventScroll: true });
+    focusNext = true;
+  } else if (focus) {
+    focusNext = true;
+  }
+}
+function resumeOnInput(evt) {
+  if (!held) return;
+  if (evt.type === "wheel" && !evt.deltaY) return;
+  if (evt.type === "keydown") {
+    var el = evt.target;
+    if (!SCROLL_KEYS[evt.key] || evt.altKey || evt.ctrlKey || evt.metaKey) return;
+    if (el && (el.isContentEditable || /^(INPUT|SELECT|TEXTAREA)$/.test(el.tagName))) return;
+  }
+  resumeBelow(false);
+}
+window.addEventListener("wheel", resumeOnInput, { passive: true });
+window.addEventListener("touchmove", resumeOnInput, { passive: true });
+document.addEventListener("keydown", resumeOnInput, true);
+document.addEventListener("click", function (evt) {
+  var link = evt.target.closest && evt.target.closest("#more.paused .next-link");
+  if (!link || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey) return;
+  evt.preventDefault();
+  if (!held) held = link.closest("#more");
+  resumeBelow(true);
+});
+function releaseHold() {
+  held = null;
+  if (heldFooter) heldFooter.disconnect();
+  heldFooter = null;
+}
+
 // --- open(): the list at another URL, in place -----------------------------------------------
 
 function abortLoads() {
+  releaseHold();
   requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
   loads.clear();
   requesting.clear();
@@ -505,5 +601,6 @@ export var api = {
   busy: busy,
   firstVisibleRow: firstVisibleRow,
   refresh: refresh,
+  holdBelow: holdBelow,
   rows: ROWS,
 };
