@@ -21,6 +21,7 @@ function measure() {
   // the page's flow: a wrap, a message, the position shown would push the rows).
   var anchor = window.scrollY > 0 ? list.firstVisibleRow() : null;
   var before = anchor ? anchor.getBoundingClientRect().top - inset() : 0;
+  if (Math.abs(before) <= 1) before = 0;  // a row on top stays on top (no sub-pixel drift to add up)
   // Fractional heights: rounded ones put a landed row a pixel or two under the headers.
   root.style.setProperty("--find-bar-h", bar.getBoundingClientRect().height + "px");
   var head = document.querySelector("#orders thead");
@@ -33,7 +34,9 @@ function measure() {
   list.refresh();
   if (anchor && anchor.isConnected) {
     var shift = anchor.getBoundingClientRect().top - inset() - before;
-    if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
+    // To the nearest whole pixel the page can scroll to (scrollBy drops the fraction: after a
+    // resize's own correction that left the row more than a pixel off, seen at 844x390).
+    if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
   }
 }
 var observer = "ResizeObserver" in window ? new ResizeObserver(measure) : null;
