@@ -24,7 +24,7 @@ from werkzeug.datastructures import MultiDict
 
 from orders.data.db import make_engine, migrate
 from orders.data.models import Order
-from orders.exports.csv_format import CSV_COLUMNS, FORMULA_TRIGGERS, csv_line, neutralize
+from orders.exports.csv_format import CSV_COLUMNS, FORMULA_TRIGGERS, LEADING_BLANKS, csv_line, neutralize
 from orders.exports.stream import export_chunks
 from orders.finding.listing import ListRequest
 from pagination import CursorCodec, iterate
@@ -44,6 +44,13 @@ DANGEROUS = [
     "\rReturn",
     " =spaced",  # an import that trims cells (or a person) reads "=spaced"
     "   @SUM(1)",
+    # Issue 39: after Unicode spaces and format characters, and full-width or small signs.
+    "\u200b=1+1",
+    "\u3000=1+1",
+    "\u00a0\ufeff@SUM(1)",
+    "＝1+1",
+    "\u2060＋1",
+    "﹦1",
 ]
 HARMLESS = ["Ana", "José = Maria", "O'Brien", "1+1", "Ωmega", "'quoted", " spaced", "A =b"]
 # A trigger after a separator: a spreadsheet that splits on ";" (most European locales) or ","
@@ -59,7 +66,27 @@ SEPARATED = {
     'Ana; =HYPERLINK("http://evil.example")': 'Ana;\' =HYPERLINK("http://evil.example")',
     "b,  +1": "b,'  +1",
     "c; d": "c; d",
+    "d;\u200b=1": "d;'\u200b=1",
+    "e,\u00a0＝1": "e,'\u00a0＝1",
 }
+
+
+def starts_formula(cell: str) -> bool:
+    """What a spreadsheet runs: a trigger after nothing visible (a reader may trim any of it)."""
+    return cell.lstrip(LEADING_BLANKS).startswith(FORMULA_TRIGGERS)
+
+
+def test_the_blanks_are_every_space_and_format_character() -> None:
+    """LEADING_BLANKS is a table of ranges (reading the categories at import was slow): every
+    Zs and Cf character is in it."""
+    import unicodedata
+
+    missing = [
+        f"U+{cp:04X}"
+        for cp in range(0x110000)
+        if unicodedata.category(chr(cp)) in ("Zs", "Cf") and chr(cp) not in LEADING_BLANKS
+    ]
+    assert missing == []
 
 
 @pytest.fixture
@@ -119,12 +146,12 @@ def test_no_cell_starts_a_formula_whatever_the_separator(app: Flask, separator: 
     the spaces around a cell: no cell starts with a trigger."""
     data = app.test_client().get("/orders/export.csv").get_data()
     cells = [cell for row in reread(data, separator, trim=trim) for cell in row]
-    formulas = [cell for cell in cells if cell.lstrip(" ").startswith(FORMULA_TRIGGERS)]
+    formulas = [cell for cell in cells if starts_formula(cell)]
     assert not formulas, formulas
     # The raw file would have had formulas under both separators: the test can tell.
     raw = app.test_cli_runner().invoke(args=["export", "--raw"]).output.encode()
     raw_cells = [cell for row in reread(raw, separator, trim=trim) for cell in row]
-    assert any(cell.lstrip(" ").startswith(FORMULA_TRIGGERS) for cell in raw_cells)
+    assert any(starts_formula(cell) for cell in raw_cells)
 
 
 def test_web_export_neutralizes_formula_cells(app: Flask) -> None:
@@ -179,10 +206,12 @@ PIECES = [
     "'",
     " ",
     "a",
-    "＝",
-    "＋",
+    "\u200b",
+    "\u3000",
+    "\u00a0",
+    "\ufeff",
     *FORMULA_TRIGGERS,
-]  # full-width look-alikes too
+]  # full-width and small signs are triggers; invisible characters before them
 NAME_TEXT = st.lists(
     st.sampled_from(PIECES)
     | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=3),
@@ -211,6 +240,7 @@ def reread(data: bytes, separator: str, *, trim: bool = False) -> list[list[str]
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(customers=['a;"=1', "b\n@x", "=c,d"], raw=False, batch=2)
 @example(customers=["Ana; =HYPERLINK(1)", ' "=x', 'a, " -1', "\r =y"], raw=False, batch=3)
+@example(customers=["\u200b=1", "＝1", "a;\u3000＠x", "\U000e0020-1", "Úrsula", "\u00a0"], raw=False, batch=2)
 @given(customers=st.lists(NAME_TEXT, min_size=1, max_size=12), raw=st.booleans(), batch=st.integers(1, 5))
 def test_server_formatted_export_writes_what_the_python_writer_writes(
     server_app: Flask, customers, raw, batch
@@ -240,5 +270,5 @@ def test_server_formatted_export_writes_what_the_python_writer_writes(
     if not raw:
         for separator, trim in itertools.product(",;", (False, True)):
             cells = [cell for row in reread(served, separator, trim=trim) for cell in row]
-            formulas = [cell for cell in cells if cell.lstrip(" ").startswith(FORMULA_TRIGGERS)]
+            formulas = [cell for cell in cells if starts_formula(cell)]
             assert not formulas, (separator, trim)
