@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards bench-shards clean
+.PHONY: run test test-quick test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards bench-shards clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/activate
 ## run: the app on its embedded SQLite database, seeded with demo orders on first start
 run: $(VENV)/.runtime
 	$(FLASK) init-db
-	$(FLASK) seed --if-empty
+	$(FLASK) seed --if-empty --rows $${SEED_ROWS:-300000}
 	@if [ -z "$$API_TOKENS" ]; then echo "API_TOKENS is not set: POST and DELETE are open to clients on this machine (loopback) only; set API_TOKENS=token1,token2 to require Authorization: Bearer <token>."; fi
 	$(FLASK) run --port $${PORT:-5000}
 
@@ -43,11 +43,22 @@ test: $(VENV)/.dev
 	$(BIN)/mypy
 	$(BIN)/pytest --module-order=$(MODULE_ORDER) -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS)
 
-## test-browser: the browser tests; BASE_URL=http://host:port [API_TOKEN=...] runs them against a deployment
+## test-quick: lint, types, and the tests that need no browser, database server or cluster (SQLite and
+## unit tests, conftest's --quick): a developer's loop on every change, well under 90 s
+test-quick: $(VENV)/.dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest --quick -n $(TEST_WORKERS) -q -p no:cacheprovider --durations=5 $(PYTEST_ARGS)
+
+## test-browser: every browser test (tests/test_browser*.py); BASE_URL=http://host:port [API_TOKEN=...]
+## runs them against a deployment, each either there or skipped with its reason in one line.
+## BROWSER_TEST_TIMEOUT bounds each test (seconds): a stall fails with its stack and trace.
+BROWSER_TEST_TIMEOUT ?= 180
 test-browser: $(VENV)/.dev
 	scripts/ensure-chromium
 	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi
-	$(BIN)/pytest tests/test_browser.py tests/test_browser_place.py -rs \
+	$(BIN)/pytest tests/test_browser*.py -rs --timeout $(BROWSER_TEST_TIMEOUT) \
 		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev

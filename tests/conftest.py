@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from orders.data.db import make_engine, migrate
 from pagination import CursorCodec
 
-from .databases import APP_ENGINES, throwaway_database, unavailable
+from .databases import APP_ENGINES, SERVERS, throwaway_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
-from .live import LiveServer
+from .live import REMOTE_URL, LiveServer
 
 # --- Module order: the file order, or shuffled with a seed that is printed --------------------
 
@@ -33,6 +33,50 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="file (the default), random (a new seed each run) or random:SEED (that order again): "
         "the order the test modules run in; a module's own tests keep theirs",
     )
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="make test-quick: only the tests that need no browser, no database server and no "
+        "cluster (SQLite and unit tests; see QUICK_LEAVES_OUT)",
+    )
+
+
+# --quick (make test-quick, a developer's loop on every change) leaves out, beyond every test
+# marked browser or slow, every test on a database server (an engine id among its parameters) and
+# the Patroni group, these modules: each starts servers or clusters of its own even on SQLite
+# (gunicorn, haproxy, Redis, replicas, shards), or spends most of a minute on one thing.
+QUICK_LEAVES_OUT = {
+    "test_cluster.py",  # three PostgreSQL nodes, gunicorn and haproxy
+    "test_front.py",  # the shipped front (haproxy) and gunicorn
+    "test_front_attacks.py",
+    "test_hangs.py",  # frozen servers of its own
+    "test_replica_decode.py",  # replicas
+    "test_replica_diverged.py",
+    "test_replica_restarted.py",
+    "test_replica_unavailable.py",
+    "test_security_downloads.py",  # gunicorn under slow clients
+    "test_security_redis.py",  # a Redis server
+    "test_shard_urls.py",  # shard servers
+    "test_soak.py",  # gunicorn for a soak
+    "test_synchronous_commit.py",  # a synchronous cluster
+    "test_openapi.py",  # schemathesis: minutes of generated requests
+    "test_library_install.py",  # a fresh venv
+    # Hypothesis walks of many generated tables: minutes on SQLite alone.
+    "test_library_generated.py",
+    "test_library_statements.py",
+    "test_pagination_properties.py",
+    "test_fuzz.py",
+}
+
+
+def _quick_leaves_out(item: pytest.Item) -> bool:
+    if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if any(isinstance(value, str) and value in SERVERS for value in params.values()):
+        return True
+    module = Path(str(item.path))
+    return module.name in QUICK_LEAVES_OUT or _builds_patroni(module)
 
 
 _SEED = pytest.StashKey[int]()
@@ -74,6 +118,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Shuffle whole modules, before pytest groups the tests by their parametrized fixtures (so
     each engine's database is still set up once): a module that passes only after another one
     left something behind fails in some order, and the seed replays that order."""
+    if config.getoption("--quick"):
+        left_out = [item for item in items if _quick_leaves_out(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _quick_leaves_out(item)]
+    if REMOTE_URL:
+        for item in items:
+            _local_only_against_a_deployment(item)
     seed = _module_seed(config)
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
@@ -89,6 +141,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # keep their drawn order among themselves, and every other module its drawn place.
         order.sort(key=lambda name: not _builds_patroni(config.rootpath / name))
     items[:] = [item for name in order for item in modules[name]]
+
+
+def _local_only_against_a_deployment(item: pytest.Item) -> None:
+    """BASE_URL (QA): a browser test runs against the deployment only where its module takes the
+    deployment's `live` (tests/live.py remote_live); every other browser test would start an app of
+    its own, so it is skipped with the reason in one line."""
+    if not item.get_closest_marker("browser"):
+        return
+    module = getattr(item, "module", None)
+    if module is not None and getattr(module, "remote_live", None) is not None:
+        return
+    item.add_marker(
+        pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: starts its own app and data")
+    )
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

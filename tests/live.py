@@ -169,6 +169,16 @@ class RemoteTarget:
         self.url = url
         self.token = os.environ.get("API_TOKEN", "")
         self._writes: bool | None = None
+        self._settings: dict[str, Any] | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The deployment's reader settings (PAGE_SIZE, AUTO_PAGES, ...: orders/views/health.py
+        /healthz/settings), read once: what a test would set locally, it reads here."""
+        if self._settings is None:
+            status, body = self._request("GET", "/healthz/settings")
+            assert status == 200 and isinstance(body, dict), f"{self.url}/healthz/settings: {status}"
+            self._settings = body
+        return self._settings
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
@@ -213,6 +223,13 @@ def remote_live() -> RemoteTarget:
 def no_local_database() -> None:
     """Against a deployment no throwaway database is made (and tests run once, not per engine)."""
     return None
+
+
+def setting(target: Any, name: str) -> Any:
+    """A reader setting as the target runs it: a local app's config, or what the deployment
+    exposes read-only (RemoteTarget.settings)."""
+    app = getattr(target, "app", None)
+    return app.config[name] if app is not None else target.settings()[name]
 
 
 def local_only(target: Any, why: str) -> None:

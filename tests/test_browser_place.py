@@ -26,6 +26,7 @@ from .live import (
     put_on_top,
     screen_rows,
     scroll_until,
+    setting,
 )
 
 if REMOTE_URL:  # QA: aim these tests at a running deployment (tests/live.py)
@@ -258,10 +259,13 @@ def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page
 @pytest.mark.parametrize("key", ["Enter", "Space"])
 def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
     given(live, 100, AUTO_PAGES=0)  # locally every load asks for a press
+    auto_pages, size = setting(live, "AUTO_PAGES"), setting(live, "PAGE_SIZE")
+    if auto_pages > 30:
+        pytest.skip(f"NEEDS AUTO_PAGES <= 30 on {live.url} (it has {auto_pages}): 'Load more' out of reach")
     page.bring_to_front()  # focus is only shown in the page that has the window's focus
     page.goto(live.url + "/orders")
     button = page.locator("#more").get_by_role("button", name="Load more orders")
-    for _ in range(100):  # a deployment asks after AUTO_PAGES automatic loads
+    for _ in range(4 * (auto_pages + 1)):  # a deployment asks after AUTO_PAGES automatic loads
         if button.count():
             break
         page.mouse.wheel(0, 1500)
@@ -269,9 +273,9 @@ def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
     shown = page.locator(ROWS).count()
     button.focus()
     page.keyboard.press(key)
-    expect(page.locator(ROWS)).to_have_count(shown + 20)
+    expect(page.locator(ROWS)).to_have_count(shown + size)
     expect(page.locator(ROWS).nth(shown)).to_be_focused()
-    expect(page.locator("#announcer")).to_have_text("20 more orders loaded.")
+    expect(page.locator("#announcer")).to_have_text(f"{size} more orders loaded.")
 
 
 def contiguous(snapshots: list[list[int]], order_id: int) -> bool:

@@ -1,5 +1,5 @@
 """Health for load balancers and operators: /healthz checks each dependency, /healthz/nodes shows
-this process's view of the database nodes.
+this process's view of the database nodes, /healthz/settings the list's settings a tester reads.
 
 /healthz: each dependency answers within HEALTHZ_TIMEOUT_MS, or the server is unhealthy.
 
@@ -75,6 +75,18 @@ def check() -> None:
             "unavailable",
             f"unhealthy: {', '.join(failed)} not answering within {bound} ms",
         )
+
+
+# The settings that shape what a reader's browser sees, read-only: a browser test aimed at a
+# deployment (BASE_URL, tests/live.py) reads them instead of setting them. Nothing secret and
+# nothing about the servers behind: only how the list pages, loads and polls.
+READER_SETTINGS = ("PAGE_SIZE", "AUTO_PAGES", "MAX_ROWS_IN_PAGE", "NEW_ORDERS_POLL_SECONDS")
+
+
+@bp.get("/healthz/settings")
+@unlimited
+def settings() -> ResponseReturnValue:
+    return jsonify({name: current_app.config[name] for name in READER_SETTINGS})
 
 
 @bp.get("/healthz/nodes")
