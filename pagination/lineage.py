@@ -13,23 +13,22 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import Column as TableColumn
-from sqlalchemy import Enum, Index, String, Table, UniqueConstraint
+from sqlalchemy import Enum, Index, Integer, Numeric, String, Table, UniqueConstraint
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import (
     BinaryExpression,
     BindParameter,
+    BooleanClauseList,
     Case,
-    Cast,
-    ClauseElement,
     ClauseList,
     ColumnClause,
     ColumnElement,
     False_,
     Grouping,
     Label,
-    Null,
     True_,
     TypeCoerce,
+    UnaryExpression,
 )
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.sql.selectable import (
@@ -57,8 +56,56 @@ AGGREGATES = frozenset(
         "bool_or",
     }
 )
-# Functions that may be NULL whatever their arguments are.
-_NULL_MAKERS = frozenset({"nullif", "lag", "lead", "first_value", "last_value", "nth_value"})
+# Functions that yield a value (not NULL) on every engine whenever all their arguments do; any
+# other function is taken as possibly NULL (nullif, JSON functions, date parsing, ...).
+_NOT_NULL_FUNCTIONS = frozenset(
+    {
+        "lower",
+        "upper",
+        "length",
+        "char_length",
+        "character_length",
+        "octet_length",
+        "abs",
+        "sign",
+        "round",
+        "floor",
+        "ceil",
+        "ceiling",
+        "trim",
+        "ltrim",
+        "rtrim",
+        "concat",
+        "replace",
+        "greatest",
+        "least",
+    }
+)
+# Aggregates that may be NULL for a group of values (string_agg/group_concat of no non-NULL
+# value is NULL; so is any aggregate of no rows, see `empty`).
+_NULL_AGGREGATES = frozenset({"string_agg", "group_concat", "bool_and", "bool_or"})
+# Operators yielding a value whenever both sides do. Not division or modulo (by zero: NULL on
+# SQLite and MariaDB), nor JSON extraction (a missing key or a JSON null is NULL).
+_NOT_NULL_OPERATORS = frozenset(
+    {
+        operators.add,
+        operators.sub,
+        operators.mul,
+        operators.concat_op,
+        operators.eq,
+        operators.ne,
+        operators.lt,
+        operators.le,
+        operators.gt,
+        operators.ge,
+        operators.and_,
+        operators.or_,
+    }
+)
+_ARITHMETIC = frozenset({operators.add, operators.sub, operators.mul})
+_NEVER_NULL_OPERATORS = frozenset(
+    {operators.is_, operators.is_not, operators.is_distinct_from, operators.is_not_distinct_from}
+)
 _MAX_KEY_COMBINATIONS = 32
 
 
@@ -123,32 +170,35 @@ def sources(column: ColumnClause[Any]) -> list[tuple[ColumnElement[Any], Select[
 
 
 def nullable(expr: Any, optional: Any = frozenset(), *, empty: bool = False) -> bool:
-    """Can `expr` be NULL? Followed through labels, casts, functions, CASE, scalar subqueries and
-    the columns of subqueries, CTEs and unions. A table column is, when nullable or on the
-    `optional` side of an outer join; coalesce() is NULL only when all its arguments are, count()
-    never is; SQL text the library cannot read (``literal_column``) is taken as NOT NULL. With
-    `empty`, aggregates may see no rows (in a scalar subquery): all but count() are then NULL."""
+    """Can `expr` be NULL? NOT NULL only when proven: a NOT NULL column (not on the `optional`
+    side of an outer join), a non-NULL constant, or an operator or function that yields a value
+    whenever its arguments do (`_NOT_NULL_OPERATORS`, `_NOT_NULL_FUNCTIONS`) over proven
+    arguments; coalesce() when one argument is proven, count() and IS [NOT] always. Everything
+    else may be NULL: JSON extraction, division and modulo (by zero: NULL on SQLite and MariaDB),
+    NULLIF, CASE without ELSE, casts (MariaDB's CAST yields NULL for what it cannot convert),
+    other functions, SQL text (``literal_column``). Followed through labels, scalar subqueries
+    and the columns of subqueries, CTEs and unions. With `empty`, aggregates may see no rows (a
+    scalar subquery, a statement without GROUP BY): all but count() are then NULL."""
     if isinstance(expr, (Label, Grouping)):
         return nullable(expr.element, optional, empty=empty)
-    if isinstance(expr, (Cast, TypeCoerce)):
+    if isinstance(expr, TypeCoerce):  # no SQL of its own
         return nullable(expr.clause, optional, empty=empty)
-    if isinstance(expr, Null):
-        return True
     if isinstance(expr, (True_, False_)):
         return False
     if isinstance(expr, BindParameter):
-        return expr.value is None and expr.callable is None
+        return expr.callable is not None or expr.value is None
     if isinstance(expr, FunctionElement):
         name = expr.name.lower()
         if name == "count":
             return False
         if empty and name in AGGREGATES:
             return True
+        args = list(expr.clauses)
         if name == "coalesce":
-            return all(nullable(arg, optional, empty=empty) for arg in expr.clauses)
-        if name in _NULL_MAKERS:
-            return True
-        return any(nullable(arg, optional, empty=empty) for arg in expr.clauses)
+            return all(nullable(arg, optional, empty=empty) for arg in args)
+        if name in _NOT_NULL_FUNCTIONS or (name in AGGREGATES and name not in _NULL_AGGREGATES):
+            return any(nullable(arg, optional, empty=empty) for arg in args)
+        return True
     if isinstance(expr, ScalarSelect):
         # One row always when it aggregates without GROUP BY; otherwise it may find none.
         inner = expr.element
@@ -160,23 +210,34 @@ def nullable(expr: Any, optional: Any = frozenset(), *, empty: bool = False) -> 
     if isinstance(expr, Case):
         results = [result for _, result in expr.whens]
         return expr.else_ is None or any(nullable(r, optional, empty=empty) for r in [*results, expr.else_])
+    if isinstance(expr, BinaryExpression):
+        if expr.operator in _NEVER_NULL_OPERATORS:
+            return False
+        if expr.operator not in _NOT_NULL_OPERATORS:
+            return True
+        if expr.operator in _ARITHMETIC and not isinstance(expr.type, (Integer, Numeric)):
+            return True  # date arithmetic: MariaDB yields NULL out of range
+        return nullable(expr.left, optional, empty=empty) or nullable(expr.right, optional, empty=empty)
+    if isinstance(expr, UnaryExpression):
+        if expr.modifier is None and expr.operator in (operators.neg, operators.inv):
+            return nullable(expr.element, optional, empty=empty)
+        return True
+    if isinstance(expr, BooleanClauseList):  # AND/OR of values are values
+        return any(nullable(c, optional, empty=empty) for c in expr.clauses)
     if isinstance(expr, ColumnClause):
         table = getattr(expr, "table", None)
         if table is None:
-            return False
+            return True  # SQL text, or a name the library cannot follow
         if table in optional or base(table) in optional:
             return True
         found = sources(expr)
         if found is not None:
             return any(nullable(inner, optional_tables(select)) for inner, select in found)
-        return bool(getattr(expr, "nullable", False))
-    if isinstance(expr, ClauseElement):
-        return any(
-            nullable(child, optional, empty=empty)
-            for child in expr.get_children()
-            if isinstance(child, ClauseElement)
-        )
-    return False
+        if isinstance(base(expr), TableColumn):
+            return bool(expr.nullable)
+        # A column of an alias of a table (its copy of `nullable`); of anything else: unknown.
+        return bool(getattr(expr, "nullable", True))
+    return True
 
 
 def table_keys(table: Any) -> list[set[Any]]:
@@ -227,12 +288,12 @@ def _position(selected: list[Any], expr: Any) -> int | None:
     target = base(expr)
     for i, column in enumerate(selected):
         column = base(column)
-        inner = column.element if isinstance(column, Label) else column
+        inner = base(column.element) if isinstance(column, Label) else column  # an ORM column's label
         if inner is target or column is target:
             return i
     for i, column in enumerate(selected):
         column = base(column)
-        inner = column.element if isinstance(column, Label) else column
+        inner = base(column.element) if isinstance(column, Label) else column
         if isinstance(target, ColumnClause) and not isinstance(target, TableColumn):
             continue
         if not isinstance(target, ColumnClause) and inner.compare(target):
@@ -240,10 +301,10 @@ def _position(selected: list[Any], expr: Any) -> int | None:
     return None
 
 
-def _leaves(from_: Any) -> Iterator[Any]:
+def leaves(from_: Any) -> Iterator[Any]:
     if isinstance(from_, Join):
-        yield from _leaves(from_.left)
-        yield from _leaves(from_.right)
+        yield from leaves(from_.left)
+        yield from leaves(from_.right)
     else:
         yield from_
 
@@ -255,15 +316,19 @@ def select_keys(select: Select[Any]) -> list[set[int]]:
     keys: list[set[int]] = []
     if select._distinct and not select._distinct_on:
         keys.append(everything)
+    if select._distinct_on:  # one row per value of its DISTINCT ON terms
+        on = [_position(selected, d) for d in select._distinct_on]
+        if None not in on:
+            keys.append({i for i in on if i is not None})
     if select._group_by_clauses:
-        group = [_position(selected, g) for g in select._group_by_clauses]
+        group = [_position(selected, g) for g in group_terms(select)]
         if None not in group:
             keys.append({i for i in group if i is not None})
         return keys
     if any(is_aggregate(c) for c in selected):
         return [everything]  # aggregates without GROUP BY: one row
     per_leaf: list[list[set[int]]] = []
-    for leaf in (leaf for f in select.get_final_froms() for leaf in _leaves(f)):
+    for leaf in (leaf for f in select.get_final_froms() for leaf in leaves(f)):
         found = []
         for key in unique_keys(leaf):
             where = [_position(selected, c) for c in key]
@@ -321,7 +386,7 @@ def flatten(terms: Iterable[Any]) -> Iterator[Any]:
             yield term
 
 
-def _equalities(onclause: Any) -> list[tuple[Any, Any]]:
+def equalities(onclause: Any) -> list[tuple[Any, Any]]:
     """The ``a = b`` pairs an ON clause requires (its top-level AND terms)."""
     pairs = []
     is_and = getattr(onclause, "operator", None) is operators.and_ and hasattr(onclause, "clauses")
@@ -357,9 +422,9 @@ def from_keys(from_: Any) -> list[set[Any]]:
         return unique_keys(from_)
     left, right = from_keys(from_.left), from_keys(from_.right)
     keys = [lk | rk for lk, rk in itertools.islice(itertools.product(left, right), _MAX_KEY_COMBINATIONS)]
-    pairs = _equalities(from_.onclause)
-    left_tables = {base(t) for t in _leaves(from_.left)}
-    right_tables = {base(t) for t in _leaves(from_.right)}
+    pairs = equalities(from_.onclause)
+    left_tables = {base(t) for t in leaves(from_.left)}
+    right_tables = {base(t) for t in leaves(from_.right)}
     if not from_.full and any(_covered(rk, pairs, left_tables) for rk in right):
         keys += left  # many-to-one: one right row at most per left row
     if not (from_.full or from_.isouter) and any(_covered(lk, pairs, right_tables) for lk in left):
@@ -367,7 +432,18 @@ def from_keys(from_: Any) -> list[set[Any]]:
     return keys
 
 
-def statement_keys(stmt: Select[Any], *, where: bool = False) -> list[set[Any]]:
+def final_froms(stmt: Select[Any]) -> list[Any]:
+    """The statement's FROMs. An ORM join through a relationship's `secondary` table makes a new
+    anonymous alias of it each time they are worked out: compare columns of one call only."""
+    if stmt._with_options:  # a joined eager load's join repeats no row: the ORM folds it back
+        stmt = stmt._generate()
+        stmt._with_options = ()
+    return list(stmt.get_final_froms())
+
+
+def statement_keys(
+    stmt: Select[Any], *, where: bool = False, froms: list[Any] | None = None
+) -> list[set[Any]]:
     """Sets of expressions no two rows of the statement share (as columns of its FROMs, GROUP BY
     terms or, for DISTINCT, its selected columns). With `where`, FROMs joined by the WHERE's
     equalities (``Book.author_id == Author.id``) count as joined by ON."""
@@ -375,20 +451,28 @@ def statement_keys(stmt: Select[Any], *, where: bool = False) -> list[set[Any]]:
     if stmt._distinct and not stmt._distinct_on:
         keys += _determined({unlabel(c) for c in stmt.selected_columns})
     if stmt._group_by_clauses:
-        keys += _determined({unlabel(g) for g in stmt._group_by_clauses})
+        keys += _determined({unlabel(g) for g in group_terms(stmt)})
         return keys
-    if stmt._with_options:  # a joined eager load's join repeats no row: the ORM folds it back
-        stmt = stmt._generate()
-        stmt._with_options = ()
-    froms = list(stmt.get_final_froms())
+    froms = final_froms(stmt) if froms is None else froms
     choices = [froms]
     if where and len(froms) > 1:
-        choices += _joined_by_where(froms, [p for c in stmt._where_criteria for p in _equalities(c)])
+        choices += _joined_by_where(froms, [p for c in stmt._where_criteria for p in equalities(c)])
     for kept in choices:
         per_from = [from_keys(f) for f in kept]
         for combination in itertools.islice(itertools.product(*per_from), _MAX_KEY_COMBINATIONS):
             keys.append(set().union(*combination))
     return keys
+
+
+def group_terms(select: Select[Any]) -> list[Any]:
+    """The GROUP BY terms, an entity's (``group_by(Author)``: a list of its columns) expanded."""
+    found: list[Any] = []
+    for term in select._group_by_clauses:
+        if isinstance(term, ClauseList) and not isinstance(term, ColumnElement):
+            found += list(term.clauses)
+        else:
+            found.append(term)
+    return found
 
 
 def unlabel(expr: Any) -> Any:
@@ -427,7 +511,7 @@ def _joined_by_where(froms: list[Any], pairs: list[tuple[Any, Any]]) -> list[lis
     left out is decided by those kept, so two cannot each be left out for the other."""
 
     def decided(from_: Any, kept: list[Any]) -> bool:
-        others = {base(t) for f in kept if f is not from_ for t in _leaves(f)}
+        others = {base(t) for f in kept if f is not from_ for t in leaves(f)}
         return any(_covered(key, pairs, others) for key in from_keys(from_))
 
     choices = [[f for f in froms if f is not from_] for from_ in froms if decided(from_, froms)]

@@ -282,7 +282,9 @@ def start_at(
         )
     keys = []
     for i, value in enumerate(values):
-        why = None if value is None else misfit(sort.columns[i].type, value)
+        why = (
+            None if value is None else misfit(sort.columns[i].type, value, computed=sort.columns[i].computed)
+        )
         if why is not None:
             raise InvalidPosition(f"{value!r} cannot be a value of {sort.describe(i)}: {why}")
         keys.append(to_cursor(sort.columns[i].type, value))

@@ -10,13 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
+from sqlalchemy import Column as TableColumn
+from sqlalchemy import Integer, Numeric
 from sqlalchemy.sql import operators, visitors
-from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label, UnaryExpression
+from sqlalchemy.sql.elements import BinaryExpression, ColumnClause, ColumnElement, Label, UnaryExpression
 
 from .cursor import Position
 from .errors import CursorMismatch, InvalidCursor, KeysetError
-from .lineage import flatten, is_aggregate, value_type
-from .values import dialect_problem, from_cursor, misfit
+from .lineage import base, flatten, is_aggregate, sources, value_type
+from .values import dialect_problem, from_cursor, loose_number, misfit
 
 _T = TypeVar("_T")
 
@@ -34,6 +36,25 @@ class Term:
     descending: bool
     name: str  # for messages
     nulls: str | None = None  # "first" or "last" when given explicitly; None: the engine's way
+
+    @property
+    def computed(self) -> bool:
+        """Is it computed (an aggregate, arithmetic, a subquery's expression) rather than a
+        table's column? Its values are then of whatever type the engine returns."""
+        if not isinstance(self.expr, ColumnClause):
+            return True
+        return not isinstance(base(self.expr), TableColumn) or sources(self.expr) is not None
+
+    @property
+    def bind_type(self) -> Any:
+        """The type its key values are bound as. SQLAlchemy types ``int / int`` as an Integer,
+        but the engines return a fraction (PostgreSQL a NUMERIC): bound as an Integer (cast
+        ``::INTEGER`` by psycopg) the key would be truncated and the seek would loop."""
+        divides = any(
+            isinstance(e, BinaryExpression) and e.operator is operators.truediv
+            for e in visitors.iterate(self.expr)
+        )
+        return Numeric() if divides and isinstance(self.expr.type, Integer) else self.expr.type
 
     @property
     def type(self) -> Any:
@@ -184,10 +205,13 @@ class Keyset:
         # None is a key value of a nullable term (a NULL of a row): a row never has it in a NOT
         # NULL term, so a None there matches no row and the seek still reads past its place.
         if any(
-            v is not None and misfit(t.type, v) is not None for t, v in zip(self.columns, keys, strict=False)
+            v is not None and misfit(t.type, v, computed=t.computed) is not None
+            for t, v in zip(self.columns, keys, strict=False)
         ):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
-        return keys
+        return tuple(
+            loose_number(t.type, v) if t.computed else v for t, v in zip(self.columns, keys, strict=False)
+        )
 
     def check(self, position: Position, *, direction: str, filters: str) -> None:
         """Refuse a cursor made for another sort, direction or filters (see accept())."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -34,12 +34,22 @@ from sqlalchemy import Connection, Select, and_, bindparam, false, func, or_, se
 from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.cache_key import NO_CACHE
-from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement
-from sqlalchemy.sql.selectable import CTE, CompoundSelect, FromClause, Join
+from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement, Over
+from sqlalchemy.sql.selectable import CTE, CompoundSelect, Exists, FromClause, Join, ScalarSelect
 from sqlalchemy.sql.visitors import anon_map
 
 from .errors import KeysetError
-from .lineage import base, key_columns, nullable, optional_tables, statement_keys, unlabel
+from .lineage import (
+    base,
+    equalities,
+    final_froms,
+    key_columns,
+    leaves,
+    nullable,
+    optional_tables,
+    statement_keys,
+    unlabel,
+)
 from .sort import Keyset, SeekForm, Term
 from .values import to_cursor
 
@@ -108,8 +118,11 @@ class Plan:
         two_reads = sort.nulls_last is not None
         # May a term be NULL in this statement's rows? (A first term read as two ranges is
         # compared within its values only.)
+        # Without GROUP BY an aggregate's one row may aggregate no rows: then it is NULL.
+        empty = not stmt._group_by_clauses
         self.nullable = tuple(
-            not (i == 0 and two_reads) and nullable(t.expr, optional) for i, t in enumerate(sort.columns)
+            not (i == 0 and two_reads) and nullable(t.expr, optional, empty=empty)
+            for i, t in enumerate(sort.columns)
         )
         high = NULLS_HIGH.get(self.dialect)
         for t, may in zip(sort.columns, self.nullable, strict=True):
@@ -126,10 +139,10 @@ class Plan:
         )
         self.n_items, self.key_index, self.missing = _layout(stmt, sort, plain_rows)
         self.params = tuple(
-            bindparam(f"_keyset_key_{i}", type_=t.expr.type) for i, t in enumerate(sort.columns)
+            bindparam(f"_keyset_key_{i}", type_=t.bind_type) for i, t in enumerate(sort.columns)
         )
         self.to_params = tuple(
-            bindparam(f"_keyset_to_{i}", type_=t.expr.type) for i, t in enumerate(sort.columns)
+            bindparam(f"_keyset_to_{i}", type_=t.bind_type) for i, t in enumerate(sort.columns)
         )
         self.labels = tuple(t.expr.label(f"_keyset_{i}") for i, t in enumerate(sort.columns))
         self._built: dict[tuple[Any, ...], Any] = {}
@@ -512,6 +525,8 @@ def _unique_problem(stmt: Select[Any], sort: Keyset, *, where: bool) -> str | No
     side joined by the whole of its unique key (many-to-one, by ON or, `where`, by WHERE).
     """
     terms = [key_columns(t.expr) for t in sort.columns]
+    froms = final_froms(stmt)
+    equal = _inner_equalities(froms)
 
     def among_terms(column: Any) -> bool:
         column = base(column)
@@ -520,20 +535,44 @@ def _unique_problem(stmt: Select[Any], sort: Keyset, *, where: bool) -> str | No
             or (
                 not isinstance(column, ColumnClause) and not isinstance(t, ColumnClause) and t.compare(column)
             )
+            or any(t is other for other in equal.get(column, ()))
             for t in terms
         )
 
-    if any(all(among_terms(c) for c in k) for k in statement_keys(stmt, where=where)):
+    if any(all(among_terms(c) for c in k) for k in statement_keys(stmt, where=where, froms=froms)):
         return None
-    froms = ", ".join(sorted({str(f) for f in stmt.get_final_froms()})) or "its columns"
+    shown = ", ".join(sorted({str(f) for f in froms})) or "its columns"
     return (
-        f"sort {sort.name!r} is not unique in this statement's rows (from {froms}), so rows "
+        f"sort {sort.name!r} is not unique in this statement's rows (from {shown}), so rows "
         "could tie and be skipped or repeated: end it in a unique key of every table, alias or "
         "subquery the statement reads (a join to many: the many side's key too); a subquery's "
         "keys are its table's key it selects, its GROUP BY terms, all the columns of a DISTINCT "
         "or UNION, or for a UNION ALL a column holding a different constant in each branch "
         "(literal(1).label('branch')) with each branch's key"
     )
+
+
+def _inner_equalities(froms: list[Any]) -> dict[Any, set[Any]]:
+    """Columns required equal on every row by an inner join's ON (``post_tags.tag_id = tags.id``
+    of a many-to-many through a relationship): a key column may be stood for by its equal, so
+    ``Tag.id, Post.id`` is the association table's key. Not below an outer join's optional side
+    (unmatched, its columns are NULL there)."""
+    found: dict[Any, set[Any]] = {}
+
+    def visit(node: Any, optional: bool) -> None:
+        if not isinstance(node, Join):
+            return
+        if not (optional or node.isouter or node.full):
+            for a, b in equalities(node.onclause):
+                if isinstance(a, ColumnClause) and isinstance(b, ColumnClause):
+                    found.setdefault(a, set()).add(b)
+                    found.setdefault(b, set()).add(a)
+        visit(node.left, optional or node.full)
+        visit(node.right, optional or node.isouter or node.full)
+
+    for from_ in froms:
+        visit(from_, False)
+    return found
 
 
 def _distinct_problem(stmt: Select[Any], sort: Keyset, missing: tuple[int, ...]) -> str | None:
@@ -709,6 +748,9 @@ def _verdict(stmt: Select[Any], sort: Keyset, dialect: Any, plain_rows: bool, fo
         )
     if stmt._distinct_on:
         return "DISTINCT ON picks rows by its own ORDER BY: page a subquery of it instead"
+    problem = _term_problem(stmt, sort) or _eager_problem(stmt)
+    if problem is not None:
+        return problem
     try:
         sort.check_dialect(dialect)
         problem = _unique_problem(stmt, sort, where=False)
@@ -721,6 +763,62 @@ def _verdict(stmt: Select[Any], sort: Keyset, dialect: Any, plain_rows: bool, fo
         return _distinct_problem(stmt, sort, built.missing) or built
     except KeysetError as err:
         return str(err).split("\nSQL: ")[0]
+
+
+def _own_parts(expr: Any) -> Iterator[Any]:
+    """The elements of a term, not those inside a subquery of it (which has FROMs of its own)."""
+    yield expr
+    if isinstance(expr, (ScalarSelect, Select, Exists)):
+        return
+    for child in expr.get_children():
+        yield from _own_parts(child)
+
+
+def _term_problem(stmt: Select[Any], sort: Keyset) -> str | None:
+    """A term no seek can compare: a window function (it is computed after WHERE and HAVING,
+    where the seek goes), or a column of a FROM the statement does not read (SQL would add it
+    as a cross join, or fail naming the table)."""
+    froms = {base(leaf) for f in stmt.get_final_froms() for leaf in leaves(f)}
+    for t in sort.columns:
+        parts = list(_own_parts(t.expr))
+        if any(isinstance(p, Over) for p in parts):
+            return (
+                f"sort {sort.name!r}: {t.name} is a window function, computed after the WHERE and "
+                "HAVING a seek goes into: select it labelled in a subquery (w = stmt.add_columns("
+                "func.row_number().over(...).label('n')).subquery()) and page select(w) sorted by w.c.n"
+            )
+        outside = sorted(
+            {
+                str(getattr(p.table, "name", None) or p.table)
+                for p in parts
+                if isinstance(p, ColumnClause) and p.table is not None and base(p.table) not in froms
+            }
+        )
+        if outside:
+            return (
+                f"sort {sort.name!r}: {t.name} reads {', '.join(outside)}, which the statement does "
+                "not select from: join it (stmt.join(...)) or sort by the statement's own columns"
+            )
+    return None
+
+
+def _eager_problem(stmt: Select[Any]) -> str | None:
+    """contains_eager() of a collection reads the caller's own join: a page's LIMIT would count
+    joined rows, not parents, and the ORM folds them into parents with partial collections."""
+    for option in stmt._with_options:
+        for load in getattr(option, "context", ()):
+            eager = "eager_from_alias" in getattr(load, "local_opts", {})
+            path = getattr(load, "path", ())
+            collection = [str(p) for p in path if getattr(p, "uselist", False)]
+            if eager and collection:
+                return (
+                    f"contains_eager() of a collection ({collection[-1]}): a page's LIMIT would count "
+                    "joined rows, not parents, and cut collections short; load it with "
+                    "selectinload() (one more query per page) or joinedload() (paged by parent: "
+                    "the ORM limits the parents in a subquery), and drop the join, or page the "
+                    "joined rows as rows (select(Parent, Child), sorted by both keys)"
+                )
+    return None
 
 
 def executor_dialect(executor: Any, stmt: Any) -> Any:

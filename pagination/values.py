@@ -70,14 +70,40 @@ def from_cursor(type_: Any, value: Any) -> Any:
     return value
 
 
-def misfit(type_: Any, value: Any) -> str | None:
+def is_number(type_: Any) -> bool:
+    return isinstance(_impl(type_), (Integer, Numeric))
+
+
+def loose_number(type_: Any, value: Any) -> Any:
+    """A number for a computed numeric term (SUM, AVG, arithmetic), whose Python type is what
+    the engine returns rather than what SQLAlchemy's type says (MariaDB's SUM of an Integer is
+    a Decimal, SQLite's AVG a float): the value as it is, an integral one as an int for an
+    Integer-typed term (every driver binds an int)."""
+    if not (isinstance(value, (Decimal, float)) and isinstance(_impl(type_), Integer)):
+        return value
+    integral = value == value.to_integral_value() if isinstance(value, Decimal) else value.is_integer()
+    return int(value) if integral else value
+
+
+def misfit(type_: Any, value: Any, *, computed: bool = False) -> str | None:
     """Why `value` could not be a value of a column of `type_` (None when it could). Refuses,
     before the database sees it, a key the column cannot hold (it would fail while binding,
-    or overflow in the server)."""
+    or overflow in the server). A `computed` numeric term (an aggregate, arithmetic) takes any
+    finite number: its values are of the engine's type, not the column's."""
     impl = _impl(type_)
     expected = _python_type(type_)
     if value is None:
         return None  # whether the term may be NULL is the sort's to say (Keyset.accept)
+    if (
+        computed
+        and is_number(type_)
+        and isinstance(value, (int, Decimal, float))
+        and not isinstance(value, bool)
+    ):
+        finite = (
+            value.is_finite() if isinstance(value, Decimal) else value == value and abs(value) != float("inf")
+        )
+        return None if finite else "not a finite number"
     if expected is None or not isinstance(value, _PLAIN):
         return None  # a type taught to the codec (CursorCodec(types=...)) is trusted
     if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):

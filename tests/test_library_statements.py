@@ -513,7 +513,7 @@ REFUSALS = [
     (
         "union all, no key",
         lambda: select(REPEATS),
-        Keyset("repeats", REPEATS.c.id, Author.id),
+        Keyset("repeats", REPEATS.c.id, REPEATS.c.name),
         "not unique in this statement's rows",
     ),
     (
