@@ -193,6 +193,7 @@ class Run:
             "db_level": [],
             "py_level": [],
             "search": [],
+            "search_words": [],
             "http": None,
             "profile": None,
             "export": [],
@@ -283,6 +284,16 @@ class Run:
                 self.results["search"] += rows or []
             if self.results["search"]:
                 log(search_level.report(self.results["search"]))
+            for target in measured:
+                rows = self.phase(
+                    f"search words level {target.label}",
+                    lambda t=target: search_level.measure_words(
+                        t, rounds=plan.db_rounds * 4, budget_s=plan.budget_s, codec=self.codec
+                    ),
+                )
+                self.results["search_words"] += rows or []
+            if self.results["search_words"]:
+                log(search_level.report_words(self.results["search_words"]))
 
             postgres = next((t for t in main if t.kind == "postgresql"), None)
             if postgres:

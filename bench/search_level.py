@@ -9,7 +9,12 @@ Interleaved rounds (bench/common.py `interleaved`), medians in ms, ratios within
 rare orders are inserted through the ORM (words written as the API writes them) and deleted
 after, so the other levels see the table as seeded.
 
-    python -m bench.search_level [--rows 60000] [--engines sqlite,postgresql,mysql]
+The words level (`measure_words`, `report_words`): one first page of a search of 1 to 10 words
+as the app reads it (ListRequest.page: the rarest word's range, a bounded window of it), for
+words that are each common but never together (the worst case: no page fills) and for absent
+words; p50 and p99 per engine.
+
+    python -m bench.search_level [--rows 60000] [--engines sqlite,postgresql,mysql] [--words-only]
 """
 
 from __future__ import annotations
@@ -134,6 +139,62 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
         engine.dispose()
 
 
+# Each common (a surname or first name's start held by 1 to 3 customers in 25), never all together.
+COMMON_WORDS = ["fre", "ana", "lim", "sou", "per", "cas", "mel", "gom", "dia", "bar"]
+ABSENT_WORDS = ["xqa", "xqb", "xqc", "xqd", "xqe", "xqf", "xqg", "xqh", "xqi", "xqj"]
+
+
+def measure_words(
+    target: Target, *, rounds: int, budget_s: float, codec: CursorCodec
+) -> list[dict[str, Any]]:
+    """p50/p99 of one first page of a search of 1-10 words, common (never together) and absent,
+    in "Newest first", read as the app reads it."""
+    engine = make_engine(target.url)
+    _analyze(engine)
+    cases: dict[str, ListRequest] = {}
+    for n in range(1, 11):
+        for kind, words in (("common", COMMON_WORDS), ("absent", ABSENT_WORDS)):
+            search = Search.parse(" ".join(words[:n]))
+            cases[f"{n} {kind}"] = ListRequest("newest", None, LIMIT, None, None, search)
+    try:
+        with Session(engine) as session:
+
+            def page(listing: ListRequest) -> None:
+                session.rollback()
+                listing.page(session, codec)
+
+            timings = interleaved(
+                {label: functools.partial(page, listing) for label, listing in cases.items()},
+                rounds=rounds,
+                budget_s=budget_s,
+            )
+        results = []
+        for label, values in timings.items():
+            ordered = sorted(values)
+            p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] if ordered else None
+            results.append({"engine": target.label, "case": label, **summary(values), "p99": p99})
+        return results
+    finally:
+        engine.dispose()
+
+
+def report_words(results: list[dict[str, Any]]) -> str:
+    """One table: words x engine, p50 / p99 ms of a first page."""
+    engines = list(dict.fromkeys(r["engine"] for r in results))
+    cases = list(dict.fromkeys(r["case"] for r in results))
+    cell = {(r["engine"], r["case"]): r for r in results}
+    lines = ["\nwords level: p50 / p99 ms of one first page, newest first (n, words)"]
+    lines.append(f"| words | {' | '.join(engines)} |")
+    lines.append(f"|---|{'---|' * len(engines)}")
+    for case in cases:
+        shown = [
+            f"{cell[(e, case)]['median']:.2f} / {cell[(e, case)]['p99']:.2f}" if (e, case) in cell else "-"
+            for e in engines
+        ]
+        lines.append(f"| {case} | {' | '.join(shown)} |")
+    return "\n".join(lines)
+
+
 def _analyze(engine: Any) -> None:
     kind = engine.dialect.name
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -170,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=60_000)
     parser.add_argument("--engines", default="sqlite,postgresql,mysql")
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--words-only", action="store_true", help="Only the words level.")
     args = parser.parse_args(argv)
+    words: list[dict[str, Any]] = []
     codec = CursorCodec("bench-search-secret-bench-search-secret")
     results: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-search-"))
@@ -184,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
             info = seed(url, args.rows)
             log(f"   {info['seed_seconds']:.1f} s")
             target = Target(kind, kind, url, args.rows, [])
-            results += measure(target, rounds=args.rounds, budget_s=20.0, codec=codec)
-    print(report(results))
+            words += measure_words(target, rounds=args.rounds * 4, budget_s=40.0, codec=codec)
+            if not args.words_only:
+                results += measure(target, rounds=args.rounds, budget_s=20.0, codec=codec)
+    if results:
+        print(report(results))
+    print(report_words(words))
     return 0
 
 

@@ -195,3 +195,21 @@ def test_the_page_shows_estimates_labelled_as_such(client, engine):
     html = client.get("/orders").get_data(as_text=True)
     assert re.search(r"about [0-9,]+ orders", html) and "estimate" in html.lower()
     assert rounded(123_456) == 120_000 and rounded(87) == 87 and rounded(1_950) == 2_000
+
+
+def test_words_never_together_are_read_in_bounded_windows_and_the_walk_loses_nothing(
+    client, engine, monkeypatch
+):
+    """A search of several words reads at most SEARCH_WINDOW entries of its rarest word's range
+    per page: where they hold no match the page is empty and its cursor goes on past them, so
+    a search of common words never found together costs a window per page, not the table."""
+    from orders.finding import listing
+
+    seed_names(engine, per_name=8)  # 200 orders, each name 8 times
+    monkeypatch.setattr(listing, "SEARCH_WINDOW", 5)
+    first = client.get("/api/orders", query_string={"q": "ana fre", "limit": 3}).json
+    assert first["items"] == [] and first["has_more"], first  # 5 of Ana's 8 orders read, none is Freitas
+    assert walk(client, q="ana fre", limit=3) == []
+    # Found together ("Ana Souza"): the same rows as one word alone, in order, across the windows.
+    assert walk(client, q="sou ana", limit=3) == walk(client, q="souza", limit=3)
+    assert len(walk(client, q="sou ana", limit=3)) == 8

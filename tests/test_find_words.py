@@ -111,7 +111,7 @@ def test_words_of_a_name_and_of_a_query() -> None:
     assert query_words(name_key("Ú a  ANA an-fr")) == ("ana", "fr", "u")  # implied words dropped
     assert query_words(name_key("山田 太郎")) == ("太郎", "山田")
     assert Search.parse("Freitas") == Search("Freitas", words=("freitas",))
-    for bad in ("- '", "a b c d e f g h i"):
+    for bad in ("- '", "a b c d e f g h i j k"):  # 11 words: at most MAX_WORDS (10)
         with pytest.raises(SearchError):
             Search.parse(bad)
 

@@ -32,6 +32,7 @@ from sqlalchemy import select
 from orders.data.db import make_engine, migrate
 from orders.data.models import Order
 from orders.data.names import key_words, name_key
+from orders.finding import listing
 from orders.finding.sorts import SORTS
 
 from .databases import APP_ENGINES, throwaway_database
@@ -104,6 +105,15 @@ def matrix_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         app = make_app(url, PAGE_SIZE=LIMIT, STATEMENT_TIMEOUT_MS=MAX_STATEMENT_MS, **CLIENT_LIMITS)
         yield app
         app.extensions["engine"].dispose()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_search_window() -> Iterator[None]:
+    """Windows of 3 entries: several-word searches cross many cut windows, empty pages among
+    them, in every walk (orders/finding/listing.py SEARCH_WINDOW; 1,000 in the app)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(listing, "SEARCH_WINDOW", 3)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import negative_data_rejection, not_a_server_error
+from schemathesis.generation.stateful import run_state_machine_as_test
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     ignored_auth,
@@ -30,7 +31,7 @@ from orders.data.db import make_engine, migrate
 from orders.data.models import STATUSES
 from orders.views.openapi import SPEC
 
-from .databases import throwaway_database
+from .databases import APP_ENGINES, throwaway_database
 from .fixtures import AUTH, make_app, with_token
 from .helpers import BASE, add_orders
 from .live import LiveServer
@@ -47,10 +48,12 @@ CHECKS = [
 EXAMPLES_PER_OPERATION = 100
 
 
-@pytest.fixture(scope="module")
-def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The app served for real on SQLite, with 80 orders so pages, cursors and ids exist."""
-    with throwaway_database("sqlite", tmp_path_factory.mktemp("openapi"), "openapi") as url:
+@pytest.fixture(scope="module", params=APP_ENGINES)
+def live_api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """The app served for real on each engine, with 80 orders so pages, cursors and ids exist."""
+    with throwaway_database(request.param, tmp_path_factory.mktemp("openapi"), "openapi") as url:
         engine = make_engine(url)
         migrate(engine)
         add_orders(
@@ -157,3 +160,32 @@ def test_served_description_is_the_module_spec_and_valid_openapi_3_1(live_api: L
     for status in ("201", "413", "415", "422", "503"):
         assert ("/api/orders", "post", status) in documented
     assert ("/api/orders/{id}", "delete", "204") in documented
+
+
+def test_api_sequences_follow_the_description(api_schema) -> None:  # type: ignore[no-untyped-def]
+    """Schemathesis' stateful run: sequences of calls joined by the description's links (create
+    an order, then read and delete it; a page, then the next and the previous by its cursors),
+    every answer checked as above, on every engine."""
+    calls: list[int] = []
+
+    class Sequences(api_schema.as_state_machine()):  # type: ignore[misc]  # made at run time
+        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, object]:
+            return {"headers": AUTH, "timeout": 10}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            calls.append(response.status_code)
+            case.validate_response(response, checks=CHECKS)
+
+    run_state_machine_as_test(
+        Sequences,
+        settings=settings(
+            max_examples=30,
+            stateful_step_count=6,
+            derandomize=True,
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    assert len(calls) >= 30, calls
+    print(f"\nstateful: {len(calls)} calls, statuses {sorted(set(calls))}")

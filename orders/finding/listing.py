@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, func, literal, or_, select, union_all
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 
 from orders.core.settings import MAX_PAGE_SIZE
-from orders.data.models import STATUSES, Order
+from orders.data.models import ORDER_WORDS, STATUSES, Order
 from orders.finding import jump
 from orders.finding.params import InvalidParameter, check_text_parameters, parse_int, single
 from orders.finding.positions import sharded
-from orders.finding.search import Search, SearchError
+from orders.finding.search import WORDS, Search, SearchError
 from orders.finding.sorts import DEFAULT_SORT, SORTS, Sort
-from pagination import CursorCodec, Keyset, Page, SeekForm, paginate
+from pagination import (
+    AFTER,
+    BEFORE,
+    CursorCodec,
+    Keyset,
+    Page,
+    Position,
+    SeekForm,
+    filters_fingerprint,
+    keyset_select,
+    paginate,
+)
+from pagination.values import from_cursor, to_cursor
 
 MAX_LIMIT = MAX_PAGE_SIZE
 
@@ -119,6 +132,11 @@ class ListRequest:
         assert self.goto is not None
         words = self.goto.value
         search = self.search.plus(words) if self.search is not None else Search(self.goto.text, words=words)
+        # Read from the rarest word's range: an absent word costs nothing, a rare one its few rows.
+        rarest = _rarest_first(session.connection(), search.words)
+        if not rarest:
+            return None  # a word no order holds
+        search = replace(search, lead=rarest[0])
         probe = replace(self, search=search, goto=None, after=None, before=None, limit=1)
         page = paginate(
             session.connection(),
@@ -135,6 +153,9 @@ class ListRequest:
         """This request's page, read through `session`, its cursors sealed with `codec` (the app
         reads it with orders/finding/positions.py read_page: its codec and its seek form)."""
         start = self.start(session, codec, seek=seek)
+        if self.search is not None and len(self.search.words) > 1 and not sharded():
+            meta = session.info.get("cursor_meta")
+            return windowed_page(self, session.connection(), codec, start, seek=seek, meta=meta)
         return paginate(
             # The session's connection, not the session: the statement is Core (plain rows), and
             # the ORM's execute and row loading around it were a tenth of the page's time.
@@ -160,3 +181,107 @@ class ListRequest:
         if args.get("sort") == DEFAULT_SORT:
             args.pop("sort")
         return {k: v for k, v in args.items() if v is not None}
+
+
+# --- A search of several words: a bounded window of the rarest word's range per page --------
+
+# A page of a several-word search reads at most this many entries of its rarest word's range
+# (each checked for the other words by primary key); a page that finds fewer matches there
+# ends early with a cursor at the window's end, and the next page goes on from it. So a page's
+# work is bounded whatever the words: common, absent, or never together (docs/finding.md).
+SEARCH_WINDOW = 200
+# Words are counted up to this many entries each to find the rarest (one short index range each).
+WORD_COUNT_CAP = 200
+
+
+def _rarest_first(connection: Connection, words: tuple[str, ...]) -> tuple[str, ...]:
+    """`words`, the rarest first (entries counted up to WORD_COUNT_CAP), then by length; () if
+    one of them is held by no order (nothing can match)."""
+    counted = union_all(
+        *(
+            select(literal(i).label("i"), func.count().label("n")).select_from(
+                select(ORDER_WORDS.c.id).where(ORDER_WORDS.c.word == word).limit(WORD_COUNT_CAP).subquery()
+            )
+            for i, word in enumerate(words)
+        )
+    )
+    counts = {int(i): int(n) for i, n in connection.execute(counted)}
+    if 0 in counts.values():
+        return ()
+    return tuple(sorted(words, key=lambda w: (counts[words.index(w)], words.index(w))))
+
+
+def _not_past(keyset: Keyset, end: tuple[Any, ...], *, backward: bool) -> ColumnElement[bool]:
+    """The rows at or before `end` in the keyset's order (at or after it, reading backward)."""
+    condition: ColumnElement[bool] | None = None
+    for term, value in reversed(list(zip(keyset.columns, end, strict=True))):
+        before = term.expr > value if term.descending != backward else term.expr < value
+        if condition is None:
+            condition = or_(before, term.expr == value)
+        else:
+            condition = or_(before, and_(term.expr == value, condition))
+    assert condition is not None
+    return condition
+
+
+def windowed_page(
+    listing: ListRequest,
+    connection: Connection,
+    codec: CursorCodec,
+    start: Any,
+    *,
+    seek: SeekForm | None,
+    meta: Mapping[str, str] | None,
+) -> Page:
+    """A page of a several-word search that reads at most SEARCH_WINDOW entries of the rarest
+    word's range past its cursor; cut there, it carries a cursor at the window's end."""
+    assert listing.search is not None
+    keyset = listing.keyset
+    position = codec.decode(start) if isinstance(start, str) else start
+    fingerprint = filters_fingerprint(listing.filters)
+    if position is not None and (position.sort != keyset.name or position.filters != fingerprint):
+        return paginate(connection, listing.statement(), keyset, limit=1, codec=codec, after=start)  # refused
+    words = _rarest_first(connection, listing.search.words)
+    if not words:
+        return Page([])  # a word no order holds: nothing matches, anywhere in the list
+    windowed = replace(listing, search=replace(listing.search, lead=words[0]))
+    backward = position is not None and position.direction == BEFORE
+    keys = None
+    if position is not None:  # a go-to's position may hold a prefix of the keys
+        keys = [from_cursor(t.type, v) for t, v in zip(keyset.columns, position.keys, strict=False)]
+    lead = select(*(t.expr for t in keyset.columns)).where(WORDS.c.word == words[0])
+    probe = keyset_select(
+        lead,
+        keyset,
+        keys,
+        limit=SEARCH_WINDOW,
+        backward=backward,
+        inclusive=position is not None and position.inclusive,
+        dialect=connection.dialect.name,
+        seek=seek,
+    )
+    end = connection.execute(probe.limit(1).offset(SEARCH_WINDOW - 1)).first()
+    stmt = windowed.statement()
+    if end is not None:
+        stmt = stmt.where(_not_past(keyset, tuple(end), backward=backward))
+    page = paginate(
+        connection,
+        stmt,
+        keyset,
+        limit=listing.limit,
+        codec=codec,
+        seek=seek,
+        after=start if not backward else None,
+        before=start if backward else None,
+        filters=listing.filters,
+        meta=meta,
+    )
+    if end is None:
+        return page
+    at_end = tuple(to_cursor(t.type, v) for t, v in zip(keyset.columns, end, strict=True))
+    cut = Position(keyset.name, BEFORE if backward else AFTER, fingerprint, at_end, False, dict(meta or {}))
+    if backward and page.prev_cursor is None:
+        return replace(page, prev_cursor=codec.encode(cut))
+    if not backward and page.next_cursor is None:
+        return replace(page, next_cursor=codec.encode(cut))
+    return page

@@ -10,9 +10,10 @@ one contiguous range of that index: a page reads about `limit` entries of it and
 by primary key, like an unfiltered page, on SQLite, PostgreSQL and MariaDB alike
 (tests/test_find_plans.py). Measured against the alternatives in docs/finding.md.
 
-More words than one: the longest drives the range, each other is one primary-key probe of
-order_words per candidate row (EXISTS), so a page reads `limit / share` entries, where `share` is
-how many of the first word's orders also have the others (flat in depth, like a status filter).
+More words than one: the rarest drives the range (`lead`, chosen per page by
+orders/finding/listing.py), each other is one primary-key probe of order_words per candidate row
+(EXISTS), and a page reads at most SEARCH_WINDOW entries of that range: words that are common but
+seldom together end a page early, with a cursor past what was read (docs/finding.md).
 
 Digits alone (optionally after "#") are an order number, never a name.
 """
@@ -29,7 +30,9 @@ from sqlalchemy import (
     MetaData,
     Select,
     Table,
-    exists,
+    func,
+    or_,
+    select,
 )
 
 from orders.data.models import ORDER_WORDS, Order, OrderWord
@@ -39,7 +42,7 @@ from orders.finding.sorts import SORTS
 from pagination import Keyset
 
 MAX_SEARCH = 64
-MAX_WORDS = 8
+MAX_WORDS = 10
 MAX_ID = 2**63 - 1
 _NUMBER = re.compile(r"#?\s*([0-9]+)")
 
@@ -79,6 +82,8 @@ class Search:
     text: str  # as typed, trimmed: the URL's `q` and what the box shows again
     order_id: int | None = None
     words: tuple[str, ...] = ()  # normalized, longest first (query_words)
+    # The word whose range a page reads (the rarest, orders/finding/listing.py); the first if None.
+    lead: str | None = None
 
     @classmethod
     def parse(cls, raw: str | None) -> Search | None:
@@ -125,15 +130,24 @@ class Search:
             return stmt
         if sharded:
             return name_start(stmt, " ".join(self.words))
-        lead, *others = self.words
+        lead = self.lead or self.words[0]
+        others = [word for word in self.words if word != lead]
         # The join as the statement's FROM, stated once: a reader that selects other columns (the
         # export's CSV line, the library's probes of the keyset's columns) keeps it as it is; an
         # implicit .join() left SQLAlchemy two FROMs to join from there (a 500 on every export of
         # a search).
         stmt = stmt.select_from(Order.__table__.join(WORDS, _ON_ORDER)).where(WORDS.c.word == lead)
-        for word in others:
+        if others:
+            # The others as one correlated count of (id, word) primary-key entries, not an EXISTS
+            # each: planners flatten EXISTS into joins and searched their orders (PostgreSQL
+            # planned 10 words for 300 ms); a scalar subquery is one probe per candidate row.
             other = _ALL_WORDS.alias()
-            stmt = stmt.where(exists().where(other.c.id == WORDS.c.id, other.c.word == word))
+            # Equalities, not IN: an expanding IN cannot be compiled once for every batch of
+            # the export (orders/exports/stream.py renders its statement before the values).
+            held = select(func.count()).where(
+                other.c.id == WORDS.c.id, or_(*(other.c.word == word for word in others))
+            )
+            stmt = stmt.where(held.scalar_subquery() == len(others))
         return stmt
 
 

@@ -61,14 +61,16 @@ def _page_urls(listing: ListRequest, page: Page, page_number: int, list_url: str
     on that page; the top of the list is plain /orders). `before`/`after` load the rows next to
     the page's edges again after app.js dropped them to keep the document small.
     """
-    if not page.items:
-        return {"pos": None, "before": None, "after": None}
 
     def link(**changes: object) -> str:
         return list_link(list_url, listing.query_args(**changes))
 
     # A page that had no successor when drawn needs no way to reload one: nothing follows it.
     after = page.next_cursor and link(after=page.next_cursor, page=page_number + 1)
+    if not page.items:
+        # A page of a several-word search may end its bounded window empty, with rows past it
+        # (orders/finding/listing.py windowed_page): its edges still lead on.
+        return {"pos": None, "before": page.prev_cursor and link(before=page.prev_cursor), "after": after}
     return {
         "pos": link(after=_position(listing, page.items[0])) if page.prev_cursor else link(),
         "before": link(before=page.head_cursor),

@@ -159,6 +159,27 @@ SPEC: dict[str, Any] = {
                     "200": {
                         "description": "A page of orders in the sort's order.",
                         "content": {"application/json": {"schema": _ref("OrderPage")}},
+                        # How a client walks on (schemathesis follows these in its stateful tests).
+                        "links": {
+                            "NextPage": {
+                                "operationId": "listOrders",
+                                "parameters": {
+                                    "after": "$response.body#/next_cursor",
+                                    "sort": "$request.query.sort",
+                                    "status": "$request.query.status",
+                                    "q": "$request.query.q",
+                                },
+                            },
+                            "PreviousPage": {
+                                "operationId": "listOrders",
+                                "parameters": {
+                                    "before": "$response.body#/prev_cursor",
+                                    "sort": "$request.query.sort",
+                                    "status": "$request.query.status",
+                                    "q": "$request.query.q",
+                                },
+                            },
+                        },
                     },
                     **_errors(400, 429, 503),
                 },
@@ -182,6 +203,16 @@ SPEC: dict[str, Any] = {
                             }
                         },
                         "content": {"application/json": {"schema": _ref("Order")}},
+                        "links": {
+                            "GetOrder": {
+                                "operationId": "getOrder",
+                                "parameters": {"id": "$response.body#/id"},
+                            },
+                            "DeleteOrder": {
+                                "operationId": "deleteOrder",
+                                "parameters": {"id": "$response.body#/id"},
+                            },
+                        },
                     },
                     **_errors(400, 401, 413, 415, 422, 429, 503),
                 },
