@@ -29,7 +29,7 @@ from tqdm import tqdm
 from werkzeug.datastructures import MultiDict
 
 from orders.core.settings import SettingsError
-from orders.data.db import make_engine, migrate
+from orders.data.db import describe_migration, make_engine, migrate
 from orders.data.models import STATUSES, Order
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
@@ -115,8 +115,7 @@ def init_db_command() -> None:
         cfg = current_app.config
         click.echo(init_shards(cfg["DATABASE_URL"], shard_urls, page_size=cfg["PAGE_SIZE"]))
         return
-    migrate(_cli_engine())
-    click.echo("database is at the newest migration")
+    click.echo(describe_migration(*migrate(_cli_engine())))
 
 
 @click.command("add-shard")
@@ -142,13 +141,50 @@ def add_shard_command(url: str) -> None:
 @with_appcontext
 def seed_command(rows: int, per_minute: int, if_empty: bool) -> None:
     """Insert demo orders, several per minute (equal timestamps are the realistic case)."""
+    if rows < 0 or per_minute < 1:
+        raise click.BadParameter("--rows must be 0 or more and --per-minute 1 or more")
     with _session() as session:
         if if_empty and session.scalar(select(Order.id).limit(1)) is not None:
             click.echo("orders already present; not seeding")
             return
         started = time.perf_counter()
-        seed_orders(session, rows, per_minute=per_minute, progress=sys.stderr.isatty())
-        click.echo(f"seeded {rows:,} orders in {time.perf_counter() - started:.1f} s")
+        with _SeedProgress() as progress:
+            took = seed_orders(session, rows, per_minute=per_minute, progress=progress)
+        stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in took.items())
+        click.echo(f"seeded {rows:,} orders in {time.perf_counter() - started:.1f} s ({stages})")
+
+
+class _SeedProgress:
+    """The seed's progress on stderr: a bar per stage on a terminal, else one line per step (a
+    log or a pipe shows how far it got, without the bar's carriage returns)."""
+
+    def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
+        self.bar: Any = None
+        self.stage = ""
+
+    def __enter__(self) -> _SeedProgress:
+        return self
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        unit = "indexes" if stage == "indexes" else "rows"
+        if not self.terminal:
+            if done:
+                click.echo(f"seeding: {stage} {done:,} of {total:,} {unit}", err=True)
+            return
+        if stage != self.stage:
+            self._close()
+            self.stage = stage
+            self.bar = tqdm(total=total, unit=unit, desc=f"seeding {stage}", file=sys.stderr)
+        self.bar.update(done - self.bar.n)
+
+    def _close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __exit__(self, *_exc: object) -> None:
+        self._close()
 
 
 class _StopFlag:

@@ -288,18 +288,33 @@ def health_engine(url: str, timeout_ms: int) -> Engine:
     return engine
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` with Alembic (idempotent)."""
+def migrate(engine: Engine, revision: str = "head") -> tuple[str | None, str | None]:
+    """Bring the schema to `revision` with Alembic (idempotent). Returns the revision before and
+    after (None before: a new, empty database), for a message that says what happened
+    (`describe_migration`)."""
     # Imported here: Alembic is a tenth of a second of start-up that only init-db and the
     # first run need, not every export or worker.
     from alembic import command
     from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        before = MigrationContext.configure(connection).get_current_revision()
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+        after = MigrationContext.configure(connection).get_current_revision()
+    return before, after
+
+
+def describe_migration(before: str | None, after: str | None) -> str:
+    """What `migrate` did, in words: created, upgraded, or nothing to do."""
+    if before is None:
+        return f"created the database (migrations up to {after})"
+    if before != after:
+        return f"upgraded the database from migration {before} to {after}"
+    return f"the database is already at the newest migration ({after}); nothing to do"
 
 
 def client_bounds(cfg: Mapping[str, Any]) -> dict[str, Any]:
