@@ -19,6 +19,9 @@ import logging
 import multiprocessing
 import os
 import re
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from orders.core.errors import RETRY_AFTER_SECONDS
@@ -55,10 +58,38 @@ limit_request_fields = 128
 limit_request_field_size = 8190
 
 
+# Metrics (orders/web/metrics.py): every worker writes its values into files in one directory
+# and /metrics, answered by any worker, adds them up (prometheus-client's multiprocess mode). Set
+# here, in the master, before any worker imports prometheus_client. Emptied at start: files of a
+# previous run's workers would be counted again.
+if _settings["METRICS"] == "on":
+    _metrics_dir = _settings["METRICS_DIR"] or tempfile.mkdtemp(prefix="orders-metrics-")
+    for _stale in Path(_metrics_dir).glob("*.db"):
+        _stale.unlink()
+    Path(_metrics_dir).mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(_server: Any, worker: Any) -> None:
+    """A worker gone: its live gauges (pool in use, Redis fallback) no longer count."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]  # prometheus-client's
+
+
+def on_exit(_server: Any) -> None:
+    """The temporary metrics directory made above goes with the server."""
+    if _settings["METRICS"] == "on" and not _settings["METRICS_DIR"]:
+        shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+
+
 # The app's loggers whose lines an operator must see in gunicorn's error log: Flask-Limiter's
 # switch to in-memory counting when Redis fails, and its return ("Rate limit storage recovered",
 # at INFO). It gives its logger a NullHandler, so without this neither line appeared anywhere.
-LOGGED = {"flask-limiter": logging.INFO}
+# "orders": the app's own lines, one per request (orders/web/request_log.py) and its errors, each
+# with the request id.
+LOGGED = {"flask-limiter": logging.INFO, "orders": logging.INFO}
 
 
 def control_socket_for(configured: str, default: str, binds: list[str]) -> str:
@@ -73,18 +104,24 @@ def control_socket_for(configured: str, default: str, binds: list[str]) -> str:
 
 
 def on_starting(server: Any) -> None:
-    """Before the master opens its control socket (after its workers start): its own path."""
+    """Before the master opens its control socket (after its workers start): its own path. And
+    the master's own lines (booting, a worker's death) in the same format as the workers'."""
+    from orders.web.request_log import json_logs
+
     default = server.cfg.settings["control_socket"].default
     server.cfg.set("control_socket", control_socket_for(server.cfg.control_socket, default, server.cfg.bind))
+    json_logs(server.log.error_log.handlers, _settings["LOG_FORMAT"])
 
 
 def post_worker_init(_worker: Any) -> None:
     """An export cut off by the database: the app's one line with the cursor, not a traceback.
     And the lines of LOGGED, through gunicorn's own error log handlers."""
     from orders.exports.stream import QuietInterruptedExports
+    from orders.web.request_log import json_logs
 
     error_log = logging.getLogger("gunicorn.error")
     error_log.addFilter(QuietInterruptedExports())
+    json_logs(error_log.handlers, _settings["LOG_FORMAT"])
     for name, level in LOGGED.items():
         logger = logging.getLogger(name)
         logger.setLevel(level)

@@ -168,6 +168,8 @@ def front(app_server: str, *, maxconn: int, log_path: Path, exports: int | None 
     env = {
         **os.environ,
         "FRONT_BIND": f"127.0.0.1:{port}",
+        # haproxy's Prometheus exporter, on a port of its own (two fronts never share one).
+        "METRICS_BIND": f"127.0.0.1:{free_port()}",
         "APP_SERVER": app_server,
         "APP_MAXCONN": str(maxconn - exports),
         "EXPORT_MAXCONN": str(exports),

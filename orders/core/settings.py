@@ -485,13 +485,35 @@ SETTINGS: tuple[Setting, ...] = (
         "gunicorn worker processes (default: 2 x cores + 1, at most 8)",
     ),
     Setting("WEB_THREADS", Integer(1, 256), 8, "threads per gunicorn worker"),
+    Setting(
+        "METRICS",
+        Choice(("on", "off")),
+        "on",
+        "Prometheus metrics at /metrics on each app server (the public front hides it); off: none "
+        "kept (orders/web/metrics.py)",
+    ),
+    Setting(
+        "METRICS_DIR",
+        Text(min_length=1),
+        None,
+        "where gunicorn's workers keep their metrics for /metrics to add up (emptied at start); "
+        "default: a fresh temporary directory per start",
+    ),
+    Setting(
+        "LOG_FORMAT",
+        Choice(("json", "text")),
+        "json",
+        "gunicorn's error log and the app's lines: JSON lines with the request id, or gunicorn's text",
+    ),
 )
 BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
 
 
 # Names that start like the app's settings: an unknown variable starting so is a mistake (a
 # misspelling such as TRUSTED_PROXY, or a setting that does not exist), never someone else's.
-PREFIXES = ("APP_", "DATABASE_", "SECRET_KEY", "API_TOKEN", "TRUSTED_", "RATELIMIT_", "IDEMPOTENCY_")
+PREFIXES = (
+    "APP_", "DATABASE_", "SECRET_KEY", "API_TOKEN", "TRUSTED_", "RATELIMIT_", "IDEMPOTENCY_", "METRICS_",
+)  # fmt: skip
 # Beside the prefixes: a name this close to a known one of n letters (difflib's ratio at least
 # 1 - 2/n, and 0.75) is a misspelling. One letter left out, doubled, swapped or changed stays
 # above it; another program's BASE_URL (0.8 from DATABASE_URL) falls below.

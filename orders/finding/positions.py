@@ -42,4 +42,6 @@ def position_at(listing: ListRequest, keys: list[Any], *, meta: Mapping[str, str
 
 def read_page(listing: ListRequest, session: Session) -> Page:
     """`listing`'s page as this app reads it: sealed with its codec, in its seek form."""
-    return listing.page(session, codec(), seek=seek_form())
+    page = listing.page(session, codec(), seek=seek_form())
+    session.info["page_rows"] = len(page.items)  # the request's log line (orders/web/request_log.py)
+    return page

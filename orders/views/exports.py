@@ -11,7 +11,7 @@ from orders.exports.stream import close_after_stream, csv_chunks, export_chunks
 from orders.finding.listing import ListRequest
 from orders.finding.params import InvalidParameter, parse_int
 from orders.finding.positions import codec
-from orders.web import htmx
+from orders.web import htmx, metrics
 from orders.web.routes import streaming_read
 
 bp = Blueprint("exports", __name__)
@@ -39,9 +39,8 @@ def export_csv() -> Response:
 
     def stream() -> Iterator[bytes]:
         try:
-            yield from csv_chunks(
-                itertools.chain([first] if first else [], chunks), after=listing.after, bom=bom
-            )
+            batches = metrics.counted_rows(itertools.chain([first] if first else [], chunks))
+            yield from csv_chunks(batches, after=listing.after, bom=bom)
         finally:
             close_after_stream(session)
 

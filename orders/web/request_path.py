@@ -1,6 +1,7 @@
 """The path every request takes, in the order it takes it: read this file top to bottom.
 
-    client -> [1] WSGI: the client's address and scheme (trusted proxies), the Host lowercased
+    client -> [0] the request id (the front's X-Request-ID) and the clock (orders/web/request_log.py)
+           -> [1] WSGI: the client's address and scheme (trusted proxies), the Host lowercased
            -> [2] Flask: the Host checked (TRUSTED_HOSTS), the route matched (`<int:>`: ASCII digits)
            -> [3] before the view: the rate limit of the route's kind (orders/web/limits.py)
            -> [4] the view, as its route declares it (orders/web/routes.py): a list read runs
@@ -10,9 +11,10 @@
            -> [5] any exception becomes one code of ERRORS (orders/web/errors.py)
            -> [6] after the view: the node that read the page (Server-Timing), security headers,
                   Cache-Control
+           -> [6b] the answer counted (orders/web/metrics.py, /metrics) and logged with its id
            -> [7] teardown: the request's database session closed (orders/data/db.py)
 
-install() wires [1], [3], [4], [5] and [6] here, once, in that order; create_app() calls it after
+install() wires [0], [1], [3], [4], [5] and [6] here, once, in that order; create_app() calls it after
 the blueprints are registered (the read policy wraps their views). docs/life-of-a-request.md
 follows a list read, a write and an export through it.
 """
@@ -26,7 +28,7 @@ from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
-from orders.web import errors, limits, read_routing, write_retry
+from orders.web import errors, limits, metrics, read_routing, request_log, write_retry
 
 SECURITY_HEADERS = {
     # Only our own scripts and styles: htmx is vendored and configured to inject no inline style.
@@ -88,6 +90,10 @@ def install(app: Flask) -> None:
         hops = app.config["TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]  # Flask's documented way to wrap the WSGI app
     app.wsgi_app = LowercaseHost(app.wsgi_app)  # type: ignore[method-assign]  # as ProxyFix above
+    # [0] The request id and the clock, before any other hook (a 429 is logged and timed too);
+    # the log line (request_log) and the metrics' observation (metrics) after every other hook.
+    request_log.install(app)
+    metrics.install(app)
     # [2] No cookie session is opened: nothing lives in it.
     app.session_interface = NoSession()
     # [3] The rate limit: reads and writes have budgets of their own, routes marked @unlimited none.
