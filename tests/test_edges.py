@@ -21,11 +21,14 @@ def app(tmp_path) -> Iterator[Flask]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("query", ["to=9999-12-31&tz=1", "to=9999-12-31T23:59&tz=840", "to=0001-01-01&tz=-1"])
-def test_go_to_at_the_calendars_ends_is_a_redirect_not_a_500(app: Flask, query: str) -> None:
-    """Past every order (the top), or before every order (the end): a position like any other."""
-    response = app.test_client().get(f"/orders?{query}")
-    assert response.status_code == 303, response.get_data()[:200]
-    assert app.test_client().get(response.headers["Location"]).status_code == 200
+def test_go_to_at_the_calendars_ends_says_nothing_is_there_not_a_500(app: Flask, query: str) -> None:
+    """Past every order or before every order (here an empty list): the go-to is refused in words
+    and nothing moves (issue 37), on the page and in the API alike; never a 500."""
+    for path in ("/orders", "/api/orders"):
+        response = app.test_client().get(f"{path}?{query}")
+        assert response.status_code == 400, response.get_data()[:200]
+        assert "nothing moved" in response.get_data(as_text=True)
+        assert "Location" not in response.headers
 
 
 def test_host_names_are_case_insensitive(app: Flask) -> None:
