@@ -89,7 +89,6 @@ soak: $(VENV)/.dev
 cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
-	scripts/ensure-prometheus
 	$(BIN)/python -m devtools.cluster --rows $${ROWS:-300000}
 
 ## bench-cluster: pages/s through haproxy with 1 and 2 app servers, replicas vs primary, routing cost
@@ -101,7 +100,6 @@ bench-cluster: $(VENV)/.dev
 ## cluster-shards: a coordinator and SHARDS=3 shards (postgres_fdw), each a Patroni cluster of NODES=2 (NODES=1: one server), 2 app servers, haproxy; Ctrl-C stops it all
 cluster-shards: $(VENV)/.dev
 	scripts/ensure-haproxy
-	scripts/ensure-prometheus
 	scripts/ensure-shards
 	if [ "$${NODES:-2}" -gt 1 ]; then scripts/ensure-patroni; fi
 	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --nodes $${NODES:-2} --rows $${ROWS:-300000}
