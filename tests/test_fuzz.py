@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote_to_bytes
 
 import pytest
 from flask import Flask
@@ -337,6 +337,10 @@ def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
 
     With several problems the server reports one of them (it checks in its own order).
     """
+    try:
+        unquote_to_bytes(query).decode("utf-8")
+    except UnicodeDecodeError:
+        return {"invalid_parameter"}  # checked before any parameter (orders/web/errors.py)
     args = Request.from_values(query_string=query).args  # what the server sees, decoded
     texts = [text for pair in args.items(multi=True) for text in pair]
     if any(unicodedata.category(ch) in ("Cc", "Cs") for text in texts for ch in text):

@@ -9,6 +9,7 @@ under CI=true.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -171,11 +172,15 @@ def readers(base: str) -> Iterator[list[int]]:
 
 
 def _lines(log: Path, text: str) -> dict[str, int]:
-    """How many lines of gunicorn's error log say `text`, per worker process id."""
+    """How many lines of gunicorn's error log say `text`, per worker process id: the app's JSON
+    lines (LOG_FORMAT=json, the default) name it in "pid", gunicorn's own text lines in brackets."""
     counts: dict[str, int] = {}
     for line in log.read_text().splitlines():
         if text in line:
-            pid = line.split("] [", 1)[1].split("]", 1)[0]
+            if line.startswith("{"):
+                pid = str(json.loads(line)["pid"])
+            else:
+                pid = line.split("] [", 1)[1].split("]", 1)[0]
             counts[pid] = counts.get(pid, 0) + 1
     return counts
 

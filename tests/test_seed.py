@@ -133,9 +133,9 @@ def _make_run_commands() -> list[list[str]]:
     makefile = (ROOT / "Makefile").read_text()
     target = re.search(r"^run:.*?\n((?:\t.*\n)+)", makefile, re.M)
     assert target, "no run target in the Makefile"
-    commands = [
-        line.split("$(FLASK)", 1)[1].split() for line in target.group(1).splitlines() if "$(FLASK)" in line
-    ]
+    # A variable with a default (`$${SEED_ROWS:-300000}`) is what a fresh clone runs: its default.
+    lines = [re.sub(r"\$\$\{\w+:-([^}]*)\}", r"\1", line) for line in target.group(1).splitlines()]
+    commands = [line.split("$(FLASK)", 1)[1].split() for line in lines if "$(FLASK)" in line]
     return [c for c in commands if c[0] != "run"]
 
 

@@ -122,7 +122,8 @@ class ListRequest:
         the cursor given (as orders/web/read_routing.py already decoded it, not twice), or None."""
         if self.goto is not None:
             return jump.start(self, session, codec, seek=seek)
-        cursor = self.after or self.before
+        # `is not None`, not truthiness: an empty after= is a cursor, and refused as one.
+        cursor = self.after if self.after is not None else self.before
         known = session.info.get("cursor_positions", {})
         return known.get(cursor, cursor)
 
