@@ -85,10 +85,10 @@ def on_exit(_server: Any) -> None:
 
 
 # The app's loggers whose lines an operator must see in gunicorn's error log: Flask-Limiter's
-# switch to in-memory counting when Redis fails, and its return ("Rate limit storage recovered",
-# at INFO). It gives its logger a NullHandler, so without this neither line appeared anywhere.
-# "orders": the app's own lines, one per request (orders/web/request_log.py) and its errors, each
-# with the request id.
+# (a swallowed error; it gives its logger a NullHandler, so without this nothing of it appeared)
+# and "orders": the app's own lines, one per request (orders/web/request_log.py), its errors, each
+# with the request id, and "orders.limits": the switch to in-memory counting when Redis fails and
+# the return, one line per process and switch (orders/web/limits.py).
 LOGGED = {"flask-limiter": logging.INFO, "orders": logging.INFO}
 
 

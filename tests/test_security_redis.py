@@ -9,6 +9,7 @@ under CI=true.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -106,46 +107,38 @@ def test_in_memory_each_server_counts_alone(servers) -> None:  # type: ignore[no
 
 # --- A Redis that hangs or refuses under concurrent readers, in the production recipe ---------
 
-READERS = 8  # as many as the app's threads: several are inside a Redis call when it stops
-FALLBACK = "falling back to in-memory storage"
-RECOVERED = "Rate limit storage recovered"
+READERS = 12  # more than the app's threads: several are inside a Redis call when it stops
+WORKERS = 4
+SWITCH_LOGGER = "orders.limits"  # the app's one line per switch (orders/web/limits.py)
+REDIS_PASSWORD = "S3cret-redis-pass"
+BOUND = 45.0  # seconds: the longest any wait below waits for the log to say something
 
 
-class _SlowHandler(logging.Handler):
-    """Writes as slowly as a busy error log: the moment Flask-Limiter's own check-then-set let
-    other threads log the same switch."""
+def test_threads_that_switch_together_log_one_line(servers, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+    """Flask-Limiter flips its flag wherever it notices (a failed check, a failed header, a
+    backend check that answers), behind a check-then-set that threads pass together; eight
+    threads setting it at once, twice each way, make two lines each way, in order, and
+    Flask-Limiter's own two lines are not written at all."""
+    app, _ = servers("redis://:hunter2@127.0.0.1:1/0")
+    limiter = app.extensions["rate_limiter"]
+    caplog.set_level(logging.INFO)
+    for dead in (True, False, True, False):
+        barrier = threading.Barrier(8)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
+        def flip(value: bool = dead, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait(10)
+            limiter._storage_dead = value
 
-    def emit(self, record: logging.LogRecord) -> None:
-        time.sleep(0.05)
-        self.lines.append(record.getMessage())
-
-
-def test_threads_that_fail_together_log_one_switch(servers) -> None:  # type: ignore[no-untyped-def]
-    """Eight threads whose Redis calls failed at once each tell the limiter's logger so, as
-    Flask-Limiter does; one line per switch comes out, and a switch after a recovery is logged
-    again."""
-    app, _ = servers("redis://127.0.0.1:1/0")
-    logger = app.extensions["rate_limiter"].logger
-    handler = _SlowHandler()
-    logger.logger.addHandler(handler)
-    level = logger.logger.level
-    logger.logger.setLevel(logging.INFO)
-    try:
-        for _ in range(2):
-            threads = [threading.Thread(target=logger.warning, args=(FALLBACK_MESSAGE,)) for _ in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(10)
-            logger.info(RECOVERED_MESSAGE)
-    finally:
-        logger.logger.removeHandler(handler)
-        logger.logger.setLevel(level)
-    assert handler.lines == [FALLBACK_MESSAGE, RECOVERED_MESSAGE] * 2, handler.lines
+        threads = [threading.Thread(target=flip) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        limiter.logger.warning(FALLBACK_MESSAGE if dead else RECOVERED_MESSAGE)  # as Flask-Limiter does
+    lines = [r for r in caplog.records if r.name in (SWITCH_LOGGER, "flask-limiter")]
+    told = [r.getMessage() for r in lines]
+    assert [r.fields["rate_limits"] for r in lines] == ["memory", "shared"] * 2, told
+    assert all("hunter2" not in line and "redis://:***@127.0.0.1:1/0" in line for line in told), told
 
 
 def _read_until(base: str, stop: threading.Event, statuses: list[int]) -> None:
@@ -171,60 +164,68 @@ def readers(base: str) -> Iterator[list[int]]:
             thread.join(30)
 
 
-def _lines(log: Path, text: str) -> dict[str, int]:
-    """How many lines of gunicorn's error log say `text`, per worker process id: the app's JSON
-    lines (LOG_FORMAT=json, the default) name it in "pid", gunicorn's own text lines in brackets."""
-    counts: dict[str, int] = {}
+def switches(log: Path) -> dict[int, list[str]]:
+    """Per worker process id, the rate limits' switches gunicorn's error log tells, in order:
+    "memory" (Redis lost) or "shared" (Redis back), from the app's JSON lines."""
+    found: dict[int, list[str]] = {}
     for line in log.read_text().splitlines():
-        if text in line:
-            if line.startswith("{"):
-                pid = str(json.loads(line)["pid"])
-            else:
-                pid = line.split("] [", 1)[1].split("]", 1)[0]
-            counts[pid] = counts.get(pid, 0) + 1
-    return counts
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record["logger"] == SWITCH_LOGGER:
+                found.setdefault(record["pid"], []).append(record["rate_limits"])
+    return found
 
 
-def test_a_frozen_or_killed_redis_is_never_a_500_and_is_logged_once_per_process(
+def wait_until_every_worker(log: Path, state: str, told: int, what: str) -> None:
+    """Until every worker's last switch is `state`, having told at least `told` switches (bounded)."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        seen = switches(log)
+        if len(seen) == WORKERS and all(len(s) >= told and s[-1] == state for s in seen.values()):
+            return
+        assert time.monotonic() < deadline, f"{what}: within {BOUND} s the log told {seen}"
+        time.sleep(0.2)
+
+
+def test_a_frozen_or_killed_redis_is_never_a_500_and_each_switch_is_one_line_per_process(
     tmp_path: Path,
 ) -> None:
-    """2 workers x 4 threads behind the front, 8 readers at once: SIGSTOP on the Redis of the
-    rate limits (a Redis of the test's own), SIGCONT, then SIGKILL. Every request is answered
-    200; gunicorn's error log says the switch to memory once per process and switch, and the
-    return to Redis."""
-    workers = 2
+    """4 workers x 4 threads behind the front, 12 readers at once, a Redis of the test's own with
+    a password: SIGSTOP on it, SIGCONT, then SIGKILL. Every request is answered 200, and each
+    worker's lines in gunicorn's error log alternate: one "falling back" line when it loses
+    Redis, one "recovered" when Redis answers again, never two in a row (Flask-Limiter's own
+    check-then-set wrote one switch up to three times), never the password."""
     with (
         throwaway_database("postgresql", tmp_path, "redis") as url,
-        own_redis() as (redis_url, process),
+        own_redis() as (plain_url, process),
     ):
+        redis.Redis.from_url(plain_url).config_set("requirepass", REDIS_PASSWORD)
+        redis_url = plain_url.replace("redis://", f"redis://:{REDIS_PASSWORD}@")
         engine = make_engine(url)
         migrate(engine)
         engine.dispose()
         env = {"RATELIMIT_STORAGE_TIMEOUT_MS": "200"}
-        with production(tmp_path, url, redis_url, workers=workers, threads=4, env=env) as stack:
+        with production(tmp_path, url, redis_url, workers=WORKERS, threads=4, env=env) as stack:
             log = stack.gunicorn_log
             with readers(stack.front) as statuses:
-                time.sleep(1)
                 with frozen([process]):  # type: ignore[list-item]
-                    time.sleep(3)
-                frozen_answers = len(statuses)
-                time.sleep(5)  # Flask-Limiter asks Redis again after 1, 2, 4 s
-                fallbacks, recovered = _lines(log, FALLBACK), _lines(log, RECOVERED)
+                    wait_until_every_worker(log, "memory", 1, "Redis frozen")
+                wait_until_every_worker(log, "shared", 2, "Redis thawed")
+                thawed = switches(log)
                 process.kill()  # type: ignore[attr-defined]
-                time.sleep(3)
-            killed = _lines(log, FALLBACK)
+                wait_until_every_worker(log, "memory", 3, "Redis killed")
+            told = switches(log)
+            text = log.read_text()
+    counts = {s: statuses.count(s) for s in set(statuses)}
     print(
-        f"\n{len(statuses)} answers by {READERS} readers ({frozen_answers} by the thaw): "
-        f"{ {s: statuses.count(s) for s in set(statuses)} }; fallback lines per worker {fallbacks}, "
-        f"recovered {recovered}, after the kill {killed}"
+        f"\n{len(statuses)} answers by {READERS} readers: {counts}; "
+        f"switches per worker after the thaw {thawed}, after the kill {told}"
     )
-    assert statuses and set(statuses) == {200}, {s: statuses.count(s) for s in set(statuses)}
-    # Once per process and switch: a worker that came back to Redis and lost it again (the burst of
-    # answers a thawed Redis sends at once can time out) switched twice, and says so twice.
-    assert fallbacks and all(n <= recovered.get(pid, 0) + 1 for pid, n in fallbacks.items()), (
-        fallbacks,
-        recovered,
-    )
-    assert len(fallbacks) <= workers and recovered, (fallbacks, recovered)
-    assert all(killed.get(pid, 0) - fallbacks.get(pid, 0) <= 1 for pid in killed), killed
-    assert sum(killed.values()) > sum(fallbacks.values()), "the kill was not logged"
+    assert statuses and set(statuses) == {200}, counts
+    for pid, states in told.items():
+        # One line per switch: memory and shared alternate, starting and ending with memory.
+        assert states[0] == states[-1] == "memory", (pid, states)
+        assert all(a != b for a, b in itertools.pairwise(states)), (pid, states)
+    assert FALLBACK_MESSAGE not in text and RECOVERED_MESSAGE not in text, "Flask-Limiter's own line"
+    assert REDIS_PASSWORD not in text
+    assert f"redis://:***@{plain_url.removeprefix('redis://')}" in text

@@ -26,6 +26,7 @@ from flask_limiter.util import get_remote_address
 from limits.storage import MemoryStorage
 
 from orders.core.errors import ApiError
+from orders.core.settings import masked
 from orders.web.errors import error_response
 from orders.web.routes import is_unlimited
 
@@ -86,41 +87,67 @@ def _storage_options(app: Flask) -> dict[str, Any]:
     return {"socket_timeout": seconds, "socket_connect_timeout": seconds}
 
 
+# Flask-Limiter's own lines for the two switches: dropped (_WithoutSwitchLines), the app writes its
+# own (_FallbackForEveryThread._storage_dead), once per switch, naming the storage (masked).
 FALLBACK_MESSAGE = "Rate limit storage unreachable - falling back to in-memory storage"
 RECOVERED_MESSAGE = "Rate limit storage recovered"
+switch_log = logging.getLogger("orders.limits")
 
 
-class _OneLinePerSwitch(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed
-    """Flask-Limiter tests `not self._storage_dead`, logs, then sets it: threads whose Redis calls
-    failed together all pass the test while the first one writes its line (the write releases the
-    GIL), so one switch was logged up to three times by one process (a clean-clone CI run). Here
-    the line is written once per switch, whichever thread gets there first."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        super().__init__(logger, {})
-        self._lock = threading.Lock()
-        self._in_memory = False
+class _WithoutSwitchLines(logging.LoggerAdapter):  # type: ignore[type-arg]  # generic only in typeshed
+    """Flask-Limiter's logger less its two switch lines, which it writes wherever it flips its
+    flag (a failed check, a failed header, a backend check that answers), each behind a
+    check-then-set that threads pass together: one switch was logged up to three times by one
+    process, a recovery twice. Its other lines (a swallowed error) pass."""
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
-        with self._lock:
-            if msg == FALLBACK_MESSAGE:
-                if self._in_memory:
-                    return
-                self._in_memory = True
-            elif msg == RECOVERED_MESSAGE:
-                self._in_memory = False
-        super().log(level, msg, *args, **kwargs)
+        if msg not in (FALLBACK_MESSAGE, RECOVERED_MESSAGE):
+            super().log(level, msg, *args, **kwargs)
 
 
 class _FallbackForEveryThread(Limiter):
     """Flask-Limiter switches to memory in the thread whose Redis call failed first; threads that
     were already waiting on the same Redis failed after the switch and re-raised, a 500 each (5
     of 50 requests under 8 readers when Redis was frozen). Here such a thread counts in memory
-    too. The switch is logged once, by the thread that made it (_OneLinePerSwitch)."""
+    too.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    The switch itself is Flask-Limiter's flag `_storage_dead`, set wherever it notices (a failed
+    check, a failed header) and cleared when its backend check answers: here a property whose
+    setter writes the app's one line when, and only when, the value changes, under a lock. So
+    each process says each switch once, in order, whichever thread and code path made it."""
+
+    def __init__(self, *args: Any, storage: str, **kwargs: Any) -> None:
+        self._switch_lock = threading.Lock()
+        self._in_memory = False
+        self._storage_shown = masked(storage)
         super().__init__(*args, **kwargs)
-        self.logger = _OneLinePerSwitch(self.logger)  # type: ignore[assignment]  # same methods
+        self.logger = _WithoutSwitchLines(self.logger)  # type: ignore[assignment]  # same methods
+
+    @property
+    def _storage_dead(self) -> bool:
+        return self._in_memory
+
+    @_storage_dead.setter
+    def _storage_dead(self, dead: bool) -> None:
+        with self._switch_lock:
+            if dead == self._in_memory:
+                return
+            self._in_memory = dead
+            # Written under the lock: two switches in quick succession are logged in their order.
+            fields = {"storage": self._storage_shown, "rate_limits": "memory" if dead else "shared"}
+            if dead:
+                switch_log.warning(
+                    "rate-limit storage %s unreachable - falling back to in-memory storage: each "
+                    "process counts alone until it answers",
+                    self._storage_shown,
+                    extra={"fields": fields},
+                )
+            else:
+                switch_log.info(
+                    "rate-limit storage %s recovered: limits are shared through it again",
+                    self._storage_shown,
+                    extra={"fields": fields},
+                )
 
     def _check_request_limit(self, callable_name: str | None = None, in_middleware: bool = True) -> None:
         try:
@@ -177,14 +204,15 @@ def init_app(app: Flask) -> Limiter:
             _ParsedOnce(_writes, scope="writes", methods=WRITE_METHODS, exempt_when=_exempt),
         ],
         storage_uri=_storage_uri(app),
+        storage=app.config["RATELIMIT_STORAGE_URI"],
         storage_options=_storage_options(app),
         strategy=STRATEGY,
         key_prefix=app.config["RATELIMIT_KEY_PREFIX"],
         # A Redis that refuses or stops answering must not take the app down with it: count in
-        # memory meanwhile, per process, until Redis is back. Flask-Limiter logs the switch once
-        # ("Rate limit storage unreachable - falling back to in-memory storage"), then asks Redis
-        # again after 1, 2, 4, ... 32 s and logs "Rate limit storage recovered" when it answers
-        # (its logger "flask-limiter" writes to gunicorn's error log: gunicorn.conf.py).
+        # memory meanwhile, per process, until Redis is back: Flask-Limiter asks Redis again after
+        # 1, 2, 4, ... 32 s. Each process logs each switch once ("orders.limits": "rate-limit
+        # storage redis://... unreachable - falling back to in-memory storage" and "... recovered"),
+        # into gunicorn's error log (gunicorn.conf.py).
         in_memory_fallback_enabled=not app.config["RATELIMIT_STORAGE_URI"].startswith("memory"),
     )
     limiter.init_app(app)
