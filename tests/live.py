@@ -20,6 +20,8 @@ from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wsgi import ClosingIterator
 
+from orders.views import stream
+
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from playwright.sync_api import Page
@@ -137,6 +139,9 @@ class LiveServer:
         # garbage collector (a fresh machine's CI failed a later browser test on it). So the
         # door closes first: from here on a request gets a 503 and never reaches the app.
         self._requests.close()
+        # Live streams (orders/views/stream.py) would stay open up to STREAM_SECONDS while a page
+        # is still open: they end now, as a server shutting down ends them.
+        stream.close(self.app)
         # Only the listening socket is closed: server_close() would also join the threads of
         # kept-alive connections, which end when the browser closes them, not before.
         # Bounded by the longest a request may legitimately take: the pool's wait, then the

@@ -392,7 +392,28 @@ SETTINGS: tuple[Setting, ...] = (
         "NEW_ORDERS_POLL_SECONDS",
         Integer(1, 3600),
         15,
-        "how often the list asks whether newer orders arrived",
+        "how often the list asks whether newer orders arrived (also while a live stream is open: "
+        "the fallback when a stream is refused, cut or never opened)",
+    ),
+    Setting(
+        "STREAMS_PER_PROCESS",
+        Integer(0, 100_000, "; 0: no live streams, every list polls"),
+        500,
+        "live streams of new orders (/orders/stream) one process holds open; one more is refused "
+        "with 503 and Retry-After and that list polls (docs/scroll.md, New orders, pushed)",
+    ),
+    Setting(
+        "STREAM_SECONDS",
+        Integer(10, 86_400),
+        300,
+        "the longest one live stream stays open; the browser then opens another",
+    ),
+    Setting(
+        "STREAM_HEARTBEAT_SECONDS",
+        Integer(1, 55, " (under the front's 60 s client timeout)"),
+        15,
+        "a live stream with nothing to say sends a comment this often, so no proxy closes it as "
+        "idle and a client gone is noticed",
     ),
     Setting(
         "STATEMENT_TIMEOUT_MS",

@@ -6,6 +6,7 @@ exports     the CSV download
 api         the JSON API: list, one order, create, delete
 openapi     /openapi.json
 health      /healthz and /healthz/nodes
+stream      /orders/stream: the live stream that tells an open list of new orders
 templating  the filters and globals every template may use
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from orders.views import api, exports, health, list_page, openapi, order_page
+from orders.views import api, exports, health, list_page, openapi, order_page, stream
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     list_page.bp,
@@ -22,4 +23,5 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     api.bp,
     openapi.bp,
     health.bp,
+    stream.bp,
 )

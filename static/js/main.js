@@ -5,13 +5,16 @@
 //   scroll-window.js  loads, drops, the reader's place, the address
 //   enhance.js        local times
 //   reader.js         the rows as a feed: keys row to row, a tap anywhere on a card, focus kept
+//   live.js           new orders pushed: a live stream makes the pill ask at once
 // The list page adds controls.js (the find bar); dom.js holds what all of them share.
 import * as scrollWindow from "./scroll-window.js";
 import * as enhance from "./enhance.js";
 import * as reader from "./reader.js";
+import * as live from "./live.js";
 
 document.documentElement.classList.add("js");
 window.ordersList = scrollWindow.api;
 enhance.start();
 scrollWindow.start();
 reader.start();
+live.start();
