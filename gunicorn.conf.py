@@ -1,5 +1,6 @@
-"""gunicorn settings for production: `gunicorn 'app:create_app()'` reads this file from the
-working directory (settings given on the command line or in GUNICORN_CMD_ARGS win).
+"""gunicorn settings for production: `python serve.py` (serve.py: it checks every setting gunicorn
+reads first, then runs gunicorn with this file; options given on its command line or in
+GUNICORN_CMD_ARGS win, checked by the same rules).
 
 Why threads (gthread) and not the default sync workers: a sync worker serves one request at a
 time and is killed when one request takes longer than `timeout`, so a CSV export downloaded at
@@ -20,17 +21,33 @@ import multiprocessing
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from orders.core.errors import RETRY_AFTER_SECONDS
-from orders.core.settings import default_workers, load_or_exit
+from orders.core.settings import PRODUCTION, SENDFILE_YES, default_workers, load_or_exit
+from serve import started_here
 
 # The same checked table as the app (a bad value: one line on stderr, exit status 2, before any
 # worker starts).
 _settings = load_or_exit()
+# gunicorn started straight reads WEB_CONCURRENCY, GUNICORN_CMD_ARGS and more before this file:
+# production starts through serve.py, which checks them first (`gunicorn ...` straight still
+# serves development).
+if _settings["APP_ENV"] == PRODUCTION and not started_here(sys.argv[0]):
+    print(
+        "Error: APP_ENV=production starts with `python serve.py [gunicorn options]`, which checks "
+        "every setting gunicorn reads before gunicorn does (docs/operations.md)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 bind = _settings["BIND"]
+# gunicorn's own, checked by the table and set here (a name in lower case is the table's too).
+forwarded_allow_ips = ",".join(_settings["FORWARDED_ALLOW_IPS"])
+if _settings["SENDFILE"] is not None and _settings["SENDFILE"] not in SENDFILE_YES:
+    sendfile = False  # gunicorn's "off" (None: on, its default)
 workers = _settings["WEB_CONCURRENCY"] or default_workers(multiprocessing.cpu_count())
 worker_class = "gthread"
 threads = _settings["WEB_THREADS"]

@@ -82,7 +82,8 @@ def gunicorn(
     ready_path: str = "/healthz",
     worker_class: str | None = None,
 ) -> Iterator[tuple[str, psutil.Process]]:
-    """Serve `app` (a gunicorn app spec) on `database_url`; yield (base URL, master process) once
+    """Serve `app` (a gunicorn app spec) on `database_url` through serve.py, the production start
+    (every setting checked first); yield (base URL, master process) once
     `ready_path` (/healthz) answers and every worker is up; `worker_class` overrides
     gunicorn.conf.py's. Stops exactly the processes started here, also on
     failure: the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
@@ -91,7 +92,7 @@ def gunicorn(
     inherited = {k: v for k, v in os.environ.items() if k != "APP_ENV"}
     environment = {**inherited, "DATABASE_URL": database_url, **(env or {})}
     command = [
-        sys.executable, "-m", "gunicorn",
+        sys.executable, str(ROOT / "serve.py"),
         "--workers", str(workers), "--threads", str(threads),
         "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
         *(["--worker-class", worker_class] if worker_class else []),

@@ -75,7 +75,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
 
 @contextmanager
 def recipe_server(url: str, log: Path) -> Iterator[tuple[str, psutil.Process]]:
-    """gunicorn started as the README says, so gunicorn.conf.py decides the worker model; sized
+    """gunicorn started as the README says (serve.py), so gunicorn.conf.py decides the worker model; sized
     and bound through the variables it reads. Stops exactly the processes it started."""
     port = free_port()
     env = {
@@ -91,9 +91,7 @@ def recipe_server(url: str, log: Path) -> Iterator[tuple[str, psutil.Process]]:
     }
     env.pop("APP_ENV", None)
     with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "app:create_app()"], cwd=ROOT, env=env, stdout=out, stderr=out
-        )
+        process = subprocess.Popen([sys.executable, "serve.py"], cwd=ROOT, env=env, stdout=out, stderr=out)
     master = psutil.Process(process.pid)
     base = f"http://127.0.0.1:{port}"
     try:

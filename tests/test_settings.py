@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
+from devtools.gunicorn import gunicorn
 from orders.app import create_app
 from orders.core import settings, settings_docs
 from orders.core.settings import SETTINGS, SettingsError
@@ -65,7 +68,8 @@ def _integer_cases() -> list[tuple[str, str]]:
 
 
 def _environment(**values: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in settings.BY_NAME and k != "FLASK_DEBUG"}
+    shell = ("FLASK_DEBUG", "GUNICORN_CMD_ARGS")
+    env = {k: v for k, v in os.environ.items() if k.upper() not in settings.BY_NAME and k not in shell}
     env["DATABASE_URL"] = "sqlite://"
     env.update(values)
     return env
@@ -113,9 +117,8 @@ def test_production_refuses_what_weakens_it(change: dict[str, str], named: str) 
 
 
 def test_gunicorn_refuses_a_bad_value_before_any_worker_starts() -> None:
-    gunicorn = Path(sys.executable).with_name("gunicorn")
     result = subprocess.run(
-        [str(gunicorn), "--check-config", "app:create_app()"],
+        [sys.executable, "serve.py", "--check-config"],
         cwd=ROOT,
         env=_environment(WEB_THREADS="lots"),
         capture_output=True,
@@ -152,7 +155,8 @@ def test_every_default_is_valid_and_the_table_is_the_documentation() -> None:
 def test_no_module_reads_an_app_setting_from_the_environment_itself() -> None:
     """One home: os.environ is read for settings only by orders/core/settings.py."""
     names = [s.name for s in SETTINGS]
-    for path in [ROOT / "app.py", ROOT / "gunicorn.conf.py", *(ROOT / "orders").glob("*.py")]:
+    tops = [ROOT / "app.py", ROOT / "serve.py", ROOT / "gunicorn.conf.py"]
+    for path in [*tops, *(ROOT / "orders").glob("*.py")]:
         if path.name == "settings.py":
             continue
         text = path.read_text()
@@ -329,16 +333,88 @@ def test_a_near_miss_in_any_case_is_refused_by_name_in_production(slip: str) -> 
         settings.from_environment({**GOOD_PRODUCTION, slip: "1"})
 
 
-@pytest.mark.parametrize("value", ["127.0.0.1:99999", "not a socket:::", "127.0.0.1", "host:0", ":80"])
-def test_gunicorn_refuses_a_bad_bind_in_one_line_with_status_2(value: str) -> None:
-    gunicorn = Path(sys.executable).with_name("gunicorn")
+# What gunicorn reads itself, from the environment (some of it when imported, before
+# gunicorn.conf.py), GUNICORN_CMD_ARGS and serve.py's command line: (environment, arguments, the
+# name the line must say).
+GUNICORN_READS = [
+    ({"WEB_CONCURRENCY": "1e3"}, [], "WEB_CONCURRENCY"),  # gunicorn: a 13-line traceback, exit 1
+    ({"web_concurrency": "1e3"}, [], "WEB_CONCURRENCY"),
+    ({"BIND": "127.0.0.1:99999"}, [], "BIND"),  # gunicorn: a 30-line OverflowError
+    ({"BIND": "not a socket:::"}, [], "BIND"),  # gunicorn: exit 1 without naming BIND
+    ({"BIND": "127.0.0.1"}, [], "BIND"),
+    ({"BIND": "host:0"}, [], "BIND"),
+    ({"BIND": ":80"}, [], "BIND"),
+    ({"PORT": "abc"}, [], "PORT"),
+    ({"PORT": "9000"}, [], "PORT"),  # gunicorn.conf.py's BIND wins: PORT alone was ignored
+    ({"FORWARDED_ALLOW_IPS": "zzz"}, [], "FORWARDED_ALLOW_IPS"),  # gunicorn: two lines, exit 1
+    ({"FORWARDED_ALLOW_IPS": "10.0.0.1/8"}, [], "FORWARDED_ALLOW_IPS"),
+    ({"SENDFILE": "maybe"}, [], "SENDFILE"),  # gunicorn: read as no, silently
+    ({"GUNICORN_CMD_ARGS": "--workers 1e3"}, [], "GUNICORN_CMD_ARGS"),  # argparse: usage, error
+    ({"GUNICORN_CMD_ARGS": "--workers 100"}, [], "GUNICORN_CMD_ARGS --workers"),
+    ({"GUNICORN_CMD_ARGS": "--bind 127.0.0.1:99999"}, [], "GUNICORN_CMD_ARGS --bind"),
+    ({"GUNICORN_CMD_ARGS": "--threads 0"}, [], "GUNICORN_CMD_ARGS --threads"),
+    ({"GUNICORN_CMD_ARGS": "--timeout 'x"}, [], "GUNICORN_CMD_ARGS"),  # gunicorn: a traceback
+    ({"GUNICORN_CMD_ARGS": "--forwarded-allow-ips zzz"}, [], "GUNICORN_CMD_ARGS --forwarded-allow-ips"),
+    ({"GUNICORN_CMD_ARGS": "--bind redis://:S3cret@127.0.0.1:99999"}, [], "GUNICORN_CMD_ARGS --bind"),
+    ({}, ["--workers", "1e3"], "command line"),
+    ({}, ["--bind", "not a socket:::"], "command line --bind"),
+]
+
+
+@pytest.mark.parametrize(("env", "args", "named"), GUNICORN_READS)
+def test_every_setting_gunicorn_reads_is_refused_in_one_line_with_status_2(
+    env: dict[str, str], args: list[str], named: str
+) -> None:
+    """A real start (no --check-config): one line naming the setting, exit status 2, no
+    credential, before gunicorn boots (a start that went on would serve until the timeout)."""
     result = subprocess.run(
-        [str(gunicorn), "--check-config", "app:create_app()"],
+        [sys.executable, "serve.py", *args],
         cwd=ROOT,
-        env=_environment(BIND=value),
+        env=_environment(**env),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=30,
     )
-    assert result.returncode == 2, result.stderr[-500:]
-    _one_line(result, "BIND")
+    assert result.returncode == 2, result.stderr[-800:]
+    line = _one_line(result, named)
+    assert "Booting" not in result.stdout + result.stderr
+    assert "S3cret" not in line
+
+
+def _production() -> dict[str, str]:
+    given = {**GOOD_PRODUCTION, "TRUSTED_HOSTS": "127.0.0.1", "WEB_CONCURRENCY": "1"}
+    return _environment(**{**given, "RATELIMIT_STORAGE_URI": "memory://"})
+
+
+def test_production_starts_only_through_serve_py(tmp_path: Path) -> None:
+    """gunicorn started straight reads its variables before the table can check them: in
+    production gunicorn.conf.py refuses that start in one line; serve.py's serves."""
+    straight = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "app:create_app()"],
+        cwd=ROOT,
+        env=_production(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert straight.returncode == 2, straight.stderr[-800:]
+    assert "serve.py" in _one_line(straight, "APP_ENV=production")
+    env = _production()
+    url = env.pop("DATABASE_URL")
+    with gunicorn(url, log_path=tmp_path / "serve.log", workers=1, env=env) as (base, _):
+        assert requests.get(f"{base}/healthz", timeout=10).json() == {"status": "ok"}
+    assert "Booting worker" in (tmp_path / "serve.log").read_text()
+
+
+def test_serve_py_runs_the_repositorys_config_from_any_directory(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "serve.py"), "--check-config", "--print-config"],
+        cwd=tmp_path,
+        env=_environment(WEB_THREADS="3"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr[-800:]
+    assert re.search(r"^threads\s+= 3$", result.stdout, re.MULTILINE), result.stdout[-2000:]
+    assert re.search(r"^worker_class\s+= gthread$", result.stdout, re.MULTILINE)

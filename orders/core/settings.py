@@ -30,6 +30,9 @@ MIN_TOKEN_LENGTH = 16
 # The largest request body taken, in bytes (an order is a few hundred): the app's
 # MAX_CONTENT_LENGTH, the front's 413 (deploy/haproxy.cfg, generated) and the docs all say this.
 MAX_BODY_BYTES = 16 * 1024
+# What gunicorn reads in SENDFILE: y, 1, yes, true (any case) are yes, anything else no.
+SENDFILE_YES = ("y", "1", "yes", "true")
+SENDFILE_VALUES = (*SENDFILE_YES, "n", "0", "no", "false")
 
 
 class SettingsError(ValueError):
@@ -266,8 +269,27 @@ class ListenAddress:
         return value
 
 
+@dataclass(frozen=True)
+class NetworkList:
+    """gunicorn's FORWARDED_ALLOW_IPS, read by its rule (ipaddress.ip_network, strict) or *."""
+
+    @property
+    def rule(self) -> str:
+        return "comma-separated IP addresses or networks (10.0.0.0/8: no host bits set), or *"
+
+    def read(self, value: object) -> tuple[str, ...]:
+        import ipaddress
+
+        items = TextList(Text(min_length=1, printable_ascii=True)).read(value)
+        for item in items:
+            if item != "*":
+                ipaddress.ip_network(item)
+        return items
+
+
 Kind = (
     ListenAddress
+    | NetworkList
     | Integer
     | Choice
     | Text
@@ -500,12 +522,33 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("BIND", ListenAddress(), "127.0.0.1:8000", "gunicorn's listen address"),
     Setting(
+        "PORT",
+        Integer(1, 65535),
+        None,
+        "the port of `make run` (default 5000); gunicorn alone listened on 0.0.0.0:PORT, but BIND "
+        "decides here: serve.py refuses PORT without BIND",
+    ),
+    Setting(
         "WEB_CONCURRENCY",
         Integer(1, 64),
         None,
         "gunicorn worker processes (default: 2 x cores + 1, at most 8)",
     ),
     Setting("WEB_THREADS", Integer(1, 256), 8, "threads per gunicorn worker"),
+    Setting(
+        "FORWARDED_ALLOW_IPS",
+        NetworkList(),
+        ("127.0.0.1", "::1"),
+        "gunicorn's: the front addresses whose X-Forwarded-Proto it believes (the scheme of URLs "
+        "the app makes); the client's address is TRUSTED_PROXIES'",
+    ),
+    Setting(
+        "SENDFILE",
+        Choice(SENDFILE_VALUES),
+        None,
+        "gunicorn's: whether it sends static files with sendfile() (default: yes); gunicorn read "
+        "any other value as no",
+    ),
     Setting(
         "METRICS",
         Choice(("on", "off")),

@@ -1,0 +1,133 @@
+"""The production start: the settings table checks everything gunicorn reads, then gunicorn runs.
+
+    python serve.py [gunicorn options] ['app:create_app()']
+
+gunicorn reads some of the environment itself, and some of it when it is imported, before
+gunicorn.conf.py (where the app's settings are checked) runs: `WEB_CONCURRENCY=1e3` was a 13-line
+traceback with exit status 1, `GUNICORN_CMD_ARGS='--workers x'` argparse's usage and its error.
+Here, before gunicorn is imported:
+
+1. the settings table (orders/core/settings.py), whole: WEB_CONCURRENCY, WEB_THREADS, BIND and
+   what gunicorn reads from the environment of its own (PORT, FORWARDED_ALLOW_IPS, SENDFILE)
+   are rows of it;
+2. GUNICORN_CMD_ARGS and the options given here, parsed and set by gunicorn's own parser and
+   validators; --bind, --workers and --threads are read by the table's rules for BIND,
+   WEB_CONCURRENCY and WEB_THREADS.
+
+A bad value anywhere: one line on stderr naming it (credentials masked), exit status 2, as every
+other command of the app. Then gunicorn runs with the repository's gunicorn.conf.py and, when no
+app is named, `app:create_app()`. gunicorn.conf.py refuses APP_ENV=production started any other
+way (`gunicorn ...` straight), so no production start skips these checks.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+ROOT = Path(__file__).resolve().parent
+CONFIG = ROOT / "gunicorn.conf.py"
+APP = "app:create_app()"
+# gunicorn's options that are rows of the settings table: checked by the table's rules.
+TABLE_OPTIONS = {"bind": "BIND", "workers": "WEB_CONCURRENCY", "threads": "WEB_THREADS"}
+# What gunicorn reads from the environment when it is imported, with int() or as a default: an
+# empty value, which the table reads as unset, would be int('') there.
+READ_AT_IMPORT = ("WEB_CONCURRENCY", "PORT", "FORWARDED_ALLOW_IPS")
+
+
+def started_here(argv0: str) -> bool:
+    """Whether this process was started by this file (gunicorn.conf.py asks)."""
+    return bool(argv0) and Path(argv0).resolve() == Path(__file__).resolve()
+
+
+def _option(source: str, name: str, value: object) -> str:
+    from orders.core.settings import masked
+
+    shown = " ".join(value) if isinstance(value, list) else str(value)
+    return f"{source} --{name.replace('_', '-')} {masked(shown)!r}"
+
+
+def check_options(source: str, args: Sequence[str]) -> Any:
+    """gunicorn's options in `args` (from `source`), each parsed and set as gunicorn does; the
+    table's own rows by the table's rules. Returns argparse's namespace."""
+    from gunicorn.config import Config
+
+    from orders.core.settings import BY_NAME, SettingsError, masked
+
+    config = Config()
+    parser = config.parser()
+
+    def refuse(message: str) -> NoReturn:
+        raise SettingsError(f"{source} is not valid: {masked(message)}")
+
+    parser.error = refuse  # argparse would print its usage and exit
+    parsed = parser.parse_args(args)
+    for name, value in vars(parsed).items():
+        if value is None or name == "args":
+            continue
+        if name in TABLE_OPTIONS:
+            setting = BY_NAME[TABLE_OPTIONS[name]]
+            for item in value if isinstance(value, list) else [value]:
+                try:
+                    setting.kind.read(item)
+                except Exception:
+                    raise SettingsError(
+                        f"{_option(source, name, item)} is not valid: it must be {setting.kind.rule} "
+                        f"(the rule of {setting.name})"
+                    ) from None
+        try:
+            config.set(name, value)
+        except Exception as err:
+            raise SettingsError(f"{_option(source, name, value)} is not valid: {err}") from None
+    return parsed
+
+
+def checked_arguments(args: Sequence[str], environ: Mapping[str, str]) -> list[str]:
+    """gunicorn's command line for `args`, every setting it will read checked first: SettingsError
+    (one line) on the first bad one."""
+    from orders.core.settings import SettingsError, from_environment, masked, resolve
+
+    given = from_environment(environ)
+    resolve(given)
+    cmd_args = environ.get("GUNICORN_CMD_ARGS", "")
+    try:
+        words = shlex.split(cmd_args)
+    except ValueError as err:  # an unclosed quote: gunicorn's own shlex.split raised it
+        raise SettingsError(f"GUNICORN_CMD_ARGS={masked(cmd_args)!r} is not valid: {err}") from None
+    from_env = check_options("GUNICORN_CMD_ARGS", words)
+    given_here = check_options("serve.py's command line", args)
+    if "PORT" in given and "BIND" not in given and not (from_env.bind or given_here.bind):
+        port = given["PORT"]
+        raise SettingsError(
+            f"PORT={port} is not read: gunicorn listens on BIND (default 127.0.0.1:8000); set "
+            f"BIND=HOST:{port} (0.0.0.0:{port} is what gunicorn did alone) or unset PORT"
+        )
+    options = [*args]
+    if from_env.config is None and given_here.config is None:  # the repository's, from any directory
+        options = ["--config", str(CONFIG), *options]
+    return options if given_here.args or from_env.args else [*options, APP]
+
+
+def main(args: Sequence[str] | None = None) -> Any:
+    from orders.core.settings import SettingsError
+
+    for name in READ_AT_IMPORT:
+        if name in os.environ and not os.environ[name].strip():
+            del os.environ[name]  # unset, as the table reads it
+    try:
+        options = checked_arguments(sys.argv[1:] if args is None else args, os.environ)
+    except SettingsError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    from gunicorn.app.wsgiapp import WSGIApplication
+
+    sys.argv = [sys.argv[0], *options]
+    return WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]", prog="serve.py").run()
+
+
+if __name__ == "__main__":
+    main()
