@@ -85,10 +85,11 @@ soak: $(VENV)/.dev
 	scripts/ensure-databases
 	$(BIN)/python -m soak.run --seconds $${SECONDS_TO_SOAK:-60}
 
-## cluster: etcd + 3 PostgreSQL nodes under Patroni (synchronous mode), 2 app servers, haproxy; Ctrl-C stops it all
+## cluster: etcd + 3 PostgreSQL nodes under Patroni (synchronous mode), 2 app servers, haproxy, Prometheus with the shipped alerts; Ctrl-C stops it all
 cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
+	scripts/ensure-prometheus
 	$(BIN)/python -m devtools.cluster --rows $${ROWS:-300000}
 
 ## bench-cluster: pages/s through haproxy with 1 and 2 app servers, replicas vs primary, routing cost
@@ -97,10 +98,11 @@ bench-cluster: $(VENV)/.dev
 	scripts/ensure-patroni
 	$(BIN)/python -m bench.cluster_level
 
-## cluster-shards: a coordinator and SHARDS=3 shards (postgres_fdw), each a Patroni cluster of NODES=2 (NODES=1: one server), 2 app servers, haproxy; Ctrl-C stops it all
+## cluster-shards: a coordinator and SHARDS=3 shards (postgres_fdw), each a Patroni cluster of NODES=2 (NODES=1: one server), 2 app servers, haproxy, Prometheus; Ctrl-C stops it all
 cluster-shards: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-shards
+	scripts/ensure-prometheus
 	if [ "$${NODES:-2}" -gt 1 ]; then scripts/ensure-patroni; fi
 	$(BIN)/python -m devtools.shards --shards $${SHARDS:-3} --nodes $${NODES:-2} --rows $${ROWS:-300000}
 

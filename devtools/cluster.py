@@ -1,6 +1,7 @@
 """A throwaway scale-out cluster on loopback: three PostgreSQL nodes under Patroni (etcd as its
-store, synchronous mode; devtools/patroni.py), gunicorn app servers, haproxy in front. Used by
-`make cluster`, the cluster tests and bench/cluster_level.py.
+store, synchronous mode; devtools/patroni.py), gunicorn app servers, haproxy in front, and for
+`make cluster` a Prometheus scraping all of them with the shipped alert rules
+(devtools/prometheus.py). Used by `make cluster`, the cluster tests and bench/cluster_level.py.
 
 `python -m devtools.cluster` starts it all, seeds demo orders, prints the URLs and stops everything
 on Ctrl-C. Every process started here is stopped by its own id, also when start-up fails halfway.
@@ -29,6 +30,15 @@ import psutil
 
 from .gunicorn import ROOT, free_port, gunicorn, stop_process
 from .patroni import ClusterUnavailable, Databases, binary, databases
+from .prometheus import (
+    Intervals,
+    Prometheus,
+    PrometheusUnavailable,
+    Targets,
+    patroni_targets,
+    prometheus_binary,
+)
+from .prometheus import prometheus as start_prometheus
 
 __all__ = ["Cluster", "ClusterUnavailable", "Databases", "cluster", "databases", "haproxy", "seed"]
 
@@ -63,6 +73,14 @@ defaults
     option redispatch 1
     retry-on conn-failure empty-response response-timeout
 
+# haproxy's Prometheus exporter (queues, sessions, 5xx and retries per backend), on a loopback port
+# of its own: the public front above never serves it (deploy/haproxy.cfg does the same).
+frontend metrics
+    bind 127.0.0.1:{metrics_port}
+    http-request set-log-level silent
+    http-request use-service prometheus-exporter if {{ path /metrics }}
+    http-request return status 404
+
 frontend orders
     bind 127.0.0.1:{port}
     # The client's address, for an app that trusts this one hop (werkzeug's ProxyFix).
@@ -86,15 +104,17 @@ backend app_servers
 
 
 @contextmanager
-def haproxy(backends: Sequence[str], log_path: Path) -> Iterator[str]:
-    """haproxy on a free loopback port, balancing round robin over `backends` (base URLs)."""
+def haproxy(backends: Sequence[str], log_path: Path, *, metrics_port: int | None = None) -> Iterator[str]:
+    """haproxy on a free loopback port, balancing round robin over `backends` (base URLs), its
+    Prometheus exporter on `metrics_port` (default: another free port) at /metrics."""
     binary = haproxy_binary()
     port = free_port()
+    metrics_port = metrics_port or free_port()
     servers = "\n".join(
         f"    server app{i + 1} {url.removeprefix('http://')} check" for i, url in enumerate(backends)
     )
     config = log_path.with_suffix(".cfg")
-    config.write_text(HAPROXY_CONFIG.format(port=port, servers=servers))
+    config.write_text(HAPROXY_CONFIG.format(port=port, metrics_port=metrics_port, servers=servers))
     with log_path.open("w") as log:
         # -db: stay in the foreground, so the process we hold is haproxy itself.
         process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
@@ -134,6 +154,8 @@ class Cluster:
     databases: Databases
     app_servers: list[str]  # base URLs
     app_processes: list[psutil.Process]  # their gunicorn masters
+    haproxy_metrics: str = ""  # host:port of haproxy's Prometheus exporter (/metrics)
+    prometheus: Prometheus | None = None  # when asked for (cluster(prometheus=...))
 
 
 @contextmanager
@@ -147,10 +169,14 @@ def cluster(
     log_dir: Path | None = None,
     seed_rows: int = 0,
     synchronous: bool = True,
+    prometheus: Intervals | None = None,
 ) -> Iterator[Cluster]:
     """`nodes` Patroni nodes, `app_servers` gunicorns finding the primary by libpq and reading
-    from the replicas, haproxy in front."""
+    from the replicas, haproxy in front; with `prometheus` (its intervals: `Intervals()` for the
+    shipped ones) a Prometheus scraping them all (devtools/prometheus.py)."""
     haproxy_binary()  # fail before starting anything
+    if prometheus is not None:
+        prometheus_binary()
     with ExitStack() as stack:
         logs = log_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cluster-logs-")))
         dbs = stack.enter_context(databases(nodes, synchronous=synchronous))
@@ -175,8 +201,20 @@ def cluster(
                 )
             )
             servers.append(server)
-        url = stack.enter_context(haproxy([base for base, _ in servers], logs / "haproxy.log"))
-        yield Cluster(url, dbs, [base for base, _ in servers], [master for _, master in servers])
+        bases = [base for base, _ in servers]
+        metrics_port = free_port()
+        url = stack.enter_context(haproxy(bases, logs / "haproxy.log", metrics_port=metrics_port))
+        running = Cluster(url, dbs, bases, [master for _, master in servers], f"127.0.0.1:{metrics_port}")
+        if prometheus is not None:
+            targets = Targets(
+                orders=[base.removeprefix("http://") for base in bases],
+                haproxy=[running.haproxy_metrics],
+                patroni=patroni_targets([dbs]),
+            )
+            running.prometheus = stack.enter_context(
+                start_prometheus(targets, logs / "prometheus", intervals=prometheus)
+            )
+        yield running
 
 
 def seed(dbs: Databases, rows: int) -> None:
@@ -203,9 +241,13 @@ def main() -> None:
     os.chdir(ROOT)
     log_dir = ROOT / "instance" / "cluster"
     log_dir.mkdir(parents=True, exist_ok=True)
-    print("starting etcd, 3 PostgreSQL nodes under Patroni, app servers and haproxy...", flush=True)
+    print("starting etcd, 3 PostgreSQL nodes under Patroni, app servers, haproxy, Prometheus...", flush=True)
     with cluster(
-        app_servers=args.app_servers, workers=args.workers, log_dir=log_dir, seed_rows=args.rows
+        app_servers=args.app_servers,
+        workers=args.workers,
+        log_dir=log_dir,
+        seed_rows=args.rows,
+        prometheus=monitoring(),
     ) as running:
         dbs = running.databases
         print(f"\n  orders list:  {running.url}/orders")
@@ -217,10 +259,29 @@ def main() -> None:
             print(f"  {node.name}:        {node.url()}  {member['role']}, Patroni {node.rest}/patroni")
         for index, base in enumerate(running.app_servers):
             print(f"  app{index + 1}:         {base}")
+        print(f"  haproxy:      http://{running.haproxy_metrics}/metrics (its Prometheus exporter)")
+        print_prometheus(running.prometheus)
         print(f"  patronictl:   patronictl -c {dbs.nodes[0].config} list")
         print(f"  logs:         {log_dir} (Patroni's and etcd's: {dbs.nodes[0].directory})")
         wait_for_ctrl_c()
     print("stopped.")
+
+
+def monitoring() -> Intervals | None:
+    """The shipped intervals, or None (and why) when there is no prometheus binary."""
+    try:
+        prometheus_binary()
+    except PrometheusUnavailable as err:
+        print(f"  (no Prometheus: {err})", flush=True)
+        return None
+    return Intervals()
+
+
+def print_prometheus(running: Prometheus | None, width: int = 14) -> None:
+    """Its address in the recipe's list of URLs, the label padded to `width`."""
+    if running is not None:
+        print(f"  {'Prometheus:':<{width}}{running.url}/alerts (targets: {running.url}/targets;")
+        print(f"  {'':<{width}}rules: deploy/prometheus/alerts.yml)")
 
 
 def wait_for_ctrl_c() -> None:

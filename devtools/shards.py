@@ -15,7 +15,8 @@ strict), all of them in one etcd, each under its own scope; each shard's URL lis
 `target_session_attrs=read-write`, which the coordinator's foreign server passes to libpq.
 
 `python -m devtools.shards --shards 3 [--nodes 2]` starts the whole thing (servers, init-db,
-seed, app servers, haproxy), prints the URLs and stops everything on Ctrl-C.
+seed, app servers, haproxy, Prometheus with the shipped alert rules: shard_cluster), prints the
+URLs and stops everything on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -34,6 +36,8 @@ from sqlalchemy import create_engine, text
 
 from .gunicorn import ROOT, free_port
 from .patroni import ClusterUnavailable, Databases, Etcd, _user, databases, postgres_bindir
+from .prometheus import Intervals, Prometheus, Targets, patroni_targets, prometheus_binary
+from .prometheus import prometheus as start_prometheus
 
 DATABASE = "orders"
 # Throwaway servers: no fsync, small buffers (five servers share a small machine), and
@@ -283,9 +287,91 @@ def _stop_quietly(server: Server) -> None:
         server.stop("immediate")
 
 
-def main() -> None:
-    from .cluster import haproxy, wait_for_ctrl_c
+@dataclass
+class ShardCluster:
+    """What `make cluster-shards` runs: the servers, app servers, haproxy and (asked) Prometheus."""
+
+    url: str  # haproxy
+    topology: Topology | HaTopology
+    app_servers: list[str]  # base URLs
+    haproxy_metrics: str  # host:port of haproxy's Prometheus exporter (/metrics)
+    prometheus: Prometheus | None = None
+
+
+@contextmanager
+def shard_cluster(
+    shards: int,
+    *,
+    nodes: int,
+    rows: int,
+    log_dir: Path,
+    app_servers: int = 2,
+    workers: int = 2,
+    threads: int = 2,
+    env: dict[str, str] | None = None,
+    prometheus: Intervals | None = None,
+) -> Iterator[ShardCluster]:
+    """A coordinator and `shards` shards (with `nodes` > 1 each, and the coordinator, a Patroni
+    cluster of `nodes`), init-db and `rows` demo orders, `app_servers` gunicorns, haproxy in front
+    (its exporter on a port of its own) and, with `prometheus` (its intervals), a Prometheus
+    scraping every app server, haproxy and every Patroni node. Everything stopped on exit."""
+    from .cluster import haproxy, haproxy_binary
     from .gunicorn import gunicorn
+
+    haproxy_binary()  # fail before starting anything
+    if prometheus is not None:
+        prometheus_binary()
+    with ExitStack() as stack:
+        top: Topology | HaTopology
+        if nodes > 1:
+            top = stack.enter_context(ha_topology(shards, nodes=nodes, coordinator_nodes=nodes))
+        else:
+            top = stack.enter_context(topology(shards))
+        environment = {
+            **top.environment,
+            "SECRET_KEY": os.environ.get("SECRET_KEY", "shards-" + os.urandom(24).hex()),
+            "TRUSTED_PROXIES": "1",
+            **(env or {}),
+        }
+        flask = [sys.executable, "-m", "flask", "--app", "app"]
+        for command in (["init-db"], ["seed", "--rows", str(rows)]):
+            subprocess.run(
+                [*flask, *command], cwd=ROOT, env={**os.environ, **environment}, check=True, timeout=3600
+            )
+        servers = [
+            stack.enter_context(
+                gunicorn(
+                    top.url,
+                    log_path=log_dir / f"app{i + 1}.log",
+                    workers=workers,
+                    threads=threads,
+                    env=environment,
+                )
+            )
+            for i in range(app_servers)
+        ]
+        bases = [base for base, _ in servers]
+        metrics_port = free_port()
+        url = stack.enter_context(haproxy(bases, log_dir / "haproxy.log", metrics_port=metrics_port))
+        running = ShardCluster(url, top, bases, f"127.0.0.1:{metrics_port}")
+        if prometheus is not None:
+            patroni: list[Databases] = []
+            if isinstance(top, HaTopology):
+                coordinator = [top.coordinator] if isinstance(top.coordinator, Databases) else []
+                patroni = [*coordinator, *top.clusters]
+            targets = Targets(
+                orders=[base.removeprefix("http://") for base in bases],
+                haproxy=[running.haproxy_metrics],
+                patroni=patroni_targets(patroni),
+            )
+            running.prometheus = stack.enter_context(
+                start_prometheus(targets, log_dir / "prometheus", intervals=prometheus)
+            )
+        yield running
+
+
+def main() -> None:
+    from .cluster import monitoring, print_prometheus, wait_for_ctrl_c
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=3)
@@ -303,39 +389,23 @@ def main() -> None:
     log_dir = ROOT / "instance" / "shards"
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"starting a coordinator and {args.shards} shards of {args.nodes} node(s)...", flush=True)
-    with ExitStack() as stack:
-        top: Topology | HaTopology
-        if args.nodes > 1:
-            nodes = args.nodes
-            top = stack.enter_context(ha_topology(args.shards, nodes=nodes, coordinator_nodes=nodes))
-        else:
-            top = stack.enter_context(topology(args.shards))
-        environment = {
-            **top.environment,
-            "SECRET_KEY": os.environ.get("SECRET_KEY", "shards-" + os.urandom(24).hex()),
-            "TRUSTED_PROXIES": "1",
-        }
-        flask = [str(ROOT / ".venv" / "bin" / "flask"), "--app", "app"]
-        for command in (["init-db"], ["seed", "--rows", str(args.rows)]):
-            subprocess.run([*flask, *command], cwd=ROOT, env={**os.environ, **environment}, check=True)
-        servers = [
-            stack.enter_context(
-                gunicorn(
-                    top.url,
-                    log_path=log_dir / f"app{i + 1}.log",
-                    workers=args.workers,
-                    threads=2,
-                    env=environment,
-                )
-            )
-            for i in range(args.app_servers)
-        ]
-        url = stack.enter_context(haproxy([base for base, _ in servers], log_dir / "haproxy.log"))
-        print(f"\n  orders list:   {url}/orders")
-        print(f"  JSON API:      {url}/api/orders")
+    with shard_cluster(
+        args.shards,
+        nodes=args.nodes,
+        rows=args.rows,
+        log_dir=log_dir,
+        app_servers=args.app_servers,
+        workers=args.workers,
+        prometheus=monitoring(),
+    ) as running:
+        top = running.topology
+        print(f"\n  orders list:   {running.url}/orders")
+        print(f"  JSON API:      {running.url}/api/orders")
         print(f"  coordinator:   {top.url}")
         for i, shard_url in enumerate(top.shard_urls.split(",")):
             print(f"  shard {i + 1}:       {shard_url}")
+        print(f"  haproxy:       http://{running.haproxy_metrics}/metrics (its Prometheus exporter)")
+        print_prometheus(running.prometheus, width=15)
         home = top.coordinator.directory if isinstance(top, Topology) else top.etcd.directory
         print(f"  logs:          {log_dir} (servers': {home})")
         wait_for_ctrl_c()

@@ -9,7 +9,7 @@ worker answered, so the totals are sums over workers, not one worker's view.
 In one process (the same code, the default registry): a pool with every connection held shows a
 waiting thread and counts the timeout; a statement cancelled by its timeout is counted. Replica
 routing (orders_replica_reads_total) needs standbys: tests/test_prometheus_cluster.py reads it
-from the cluster's Prometheus.
+from every app server's /metrics under load on `make cluster`'s recipe, and from its Prometheus.
 """
 
 from __future__ import annotations
