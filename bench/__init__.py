@@ -13,6 +13,7 @@ Modules, one per level of the measurement:
 - ``db_level``: the SQL each method sends, re-run raw with its plan and rows read
 - ``py_level``: ``paginate()`` against ``sqlakeyset.select_page()`` and a plain OFFSET query
 - ``http_level``: the app under gunicorn with wrk, and an in-process pyinstrument profile
+- ``metrics_level``: the fragment's req/s and CPU per request with METRICS on and off, interleaved
 - ``export_level``: ``flask export`` rows per second and peak memory
 - ``targets``: the targets of issue 4 as PASS/MISS, with the measured values
 - ``report``: Markdown tables and the files; ``plot``: latency.png; ``formatting``: helpers

@@ -41,6 +41,7 @@ from . import (
     db_level,
     export_level,
     http_level,
+    metrics_level,
     py_level,
     readme,
     report,
@@ -71,6 +72,8 @@ class Plan:
     http_warmup_s: float
     http_connections: int
     http_quiet_wait_s: float  # how long to wait for other work on the machine to stop first
+    metrics_rounds: int  # metrics on against off (bench/metrics_level.py): interleaved rounds...
+    metrics_seconds: float  # ...of this many seconds a side
     profile_requests: int
     browser_rows: int  # the browser level's seeded SQLite app
     wheel_rows: int  # rows the wheel scroll goes down through (and back up)
@@ -91,6 +94,8 @@ FULL = Plan(
     http_warmup_s=2.0,
     http_connections=4,
     http_quiet_wait_s=120.0,
+    metrics_rounds=16,
+    metrics_seconds=3.0,
     profile_requests=500,
     browser_rows=8000,
     wheel_rows=3000,
@@ -111,6 +116,8 @@ QUICK = Plan(
     http_warmup_s=1.0,
     http_connections=4,
     http_quiet_wait_s=10.0,
+    metrics_rounds=3,
+    metrics_seconds=1.0,
     profile_requests=100,
     browser_rows=6000,  # the level scrolls through 5,000 rows
     wheel_rows=600,
@@ -196,6 +203,7 @@ class Run:
             "search_words": [],
             "http": None,
             "profile": None,
+            "metrics": None,
             "export": [],
             "errors": [],
         }
@@ -310,12 +318,24 @@ class Run:
                         quiet_wait_s=plan.http_quiet_wait_s,
                     ),
                 )
+                self.results["metrics"] = self.phase(
+                    "metrics cost",
+                    lambda: metrics_level.measure(
+                        postgres,
+                        self.codec,
+                        rounds=plan.metrics_rounds,
+                        seconds=plan.metrics_seconds,
+                        warmup_s=plan.http_warmup_s,
+                        connections=plan.http_connections,
+                        tmp_dir=self.tmp_dir,
+                    ),
+                )
                 self.results["profile"] = self.phase(
                     "profile",
                     lambda: http_level.profile(postgres, self.codec, requests=plan.profile_requests),
                 )
             else:
-                log("!! no PostgreSQL: HTTP level and profile skipped")
+                log("!! no PostgreSQL: HTTP level, metrics cost and profile skipped")
 
             for target in [*[small[t.kind] for t in main if t.kind in small], *measured]:
                 row = self.phase(
