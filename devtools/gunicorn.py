@@ -81,12 +81,14 @@ def gunicorn(
     app: str = "app:create_app()",
     ready_path: str = "/healthz",
     worker_class: str | None = None,
+    config: str | None = None,
 ) -> Iterator[tuple[str, psutil.Process]]:
     """Serve `app` (a gunicorn app spec) on `database_url` through serve.py, the production start
     (every setting checked first); yield (base URL, master process) once
     `ready_path` (/healthz) answers and every worker is up; `worker_class` overrides
-    gunicorn.conf.py's. Stops exactly the processes started here, also on
-    failure: the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
+    gunicorn.conf.py's; `config` is read instead of gunicorn.conf.py (the stream server's,
+    deploy/gunicorn-streams.conf.py). Stops exactly the processes started here, also on failure:
+    the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
     port = free_port()
     # The caller's APP_ENV only (the production recipe's tests pass one), never the shell's.
     inherited = {k: v for k, v in os.environ.items() if k != "APP_ENV"}
@@ -96,6 +98,7 @@ def gunicorn(
         "--workers", str(workers), "--threads", str(threads),
         "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
         *(["--worker-class", worker_class] if worker_class else []),
+        *(["--config", config] if config else []),
         app,
     ]  # fmt: skip
     with log_path.open("w") as log:
