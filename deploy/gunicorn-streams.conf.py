@@ -1,7 +1,7 @@
 """gunicorn settings for the stream server: the same app, serving only the live streams of new
 orders (GET /orders/stream, orders/views/stream.py), which deploy/haproxy.cfg routes here.
 
-    gunicorn -c deploy/gunicorn-streams.conf.py --bind 127.0.0.1:8001 'app:create_app()'
+    python serve.py --config deploy/gunicorn-streams.conf.py --bind 127.0.0.1:8002
 
 Why a server of its own: a stream waits for as long as its list is open (minutes). In the list's
 gunicorn (gunicorn.conf.py: gthread, WEB_THREADS per worker) each would hold a request thread, and
@@ -17,12 +17,15 @@ Everything else (logs, metrics, control socket, limits) is gunicorn.conf.py's, r
 
 import os
 import runpy
+import sys
 from pathlib import Path
+from typing import Any
 
-# psycopg picks its way of waiting when first imported, which reading the settings does (the
-# database URL's driver is loaded to check it) in the master, before gevent patches the worker:
-# poll() is then looked up at each wait, and the patched one yields to the streams. Its C wait
-# (the default) would stop every stream of the worker while the watcher waits for PostgreSQL.
+# psycopg picks its way of waiting for the server when first imported: unpatched, its C wait,
+# which under gevent would stop every stream of the worker while the watcher waits for PostgreSQL.
+# Set before it is imported, it picks poll(), looked up at each wait (gevent's, once patched); a
+# start that imported it earlier (serve.py checks DATABASE_URL's driver) is set right after the
+# worker is patched, in post_worker_init below.
 os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_poll")
 
 _COMMON = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
@@ -30,6 +33,16 @@ globals().update(
     {name: value for name, value in runpy.run_path(str(_COMMON)).items() if not name.startswith("__")}
 )
 _settings = globals()["_settings"]
+_common_post_worker_init = globals()["post_worker_init"]
+
+
+def post_worker_init(worker: Any) -> None:
+    """gunicorn.conf.py's, and psycopg's wait made gevent's (see PSYCOPG_WAIT_FUNC above)."""
+    _common_post_worker_init(worker)
+    waiting = sys.modules.get("psycopg.waiting")
+    if waiting is not None:
+        waiting.wait = waiting.wait_poll  # psycopg calls it as waiting.wait(...) at each wait
+
 
 worker_class = "gevent"
 workers = _settings["WEB_CONCURRENCY"] or 1
