@@ -11,8 +11,8 @@ asserted.
 The wheel scroll (issue 16): a person's wheel, 120 px every 16 ms, down through 3,000 rows
 (appends and drops) and back up to the top (prepends), in a 1280x800 window, at full CPU speed and
 with the CPU slowed 4x (Lighthouse's mobile setting), for the front end as it is and as it was
-before static/app.js was split (``--before REV``: that commit's templates and static files served
-by today's app, in the same run). Per run: the longest main-thread task and the tasks of 50 ms or
+at an earlier commit (``--before REV``: that commit's templates and static files served by
+today's app, in the same run). Per run: the longest main-thread task and the tasks of 50 ms or
 more (Long Tasks observer), the gaps between animation frames (p50/p95/p99), and from a Chromium
 trace the layout and style time per swap.
 """

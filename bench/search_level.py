@@ -78,7 +78,7 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
         with engine.connect() as conn:
             for sort in SORTS:
                 cases: dict[str, tuple[Any, Any, Any, str]] = {}
-                plain = ListRequest(sort, None, LIMIT, None, None)
+                plain = ListRequest(sort, None, LIMIT)
                 cases["unsearched page at 90%"] = (
                     plain.statement(),
                     plain.keyset,
@@ -98,13 +98,13 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                     (f"common word '{COMMON}' at 90%", COMMON, 0.9, common_matches),
                     (f"rare word '{RARE_WORD}'", RARE_WORD, 0.0, rare_orders),
                 ):
-                    listing = ListRequest(sort, None, LIMIT, None, None, Search.parse(word))
+                    listing = ListRequest(sort, None, LIMIT, Search.parse(word))
                     stmt, keyset = listing.statement(), listing.keyset
                     at = int(matches * depth)
                     cursor = _cursor(conn, codec, sort, listing.filters, stmt, keyset, at)
                     cases[label] = (stmt, keyset, listing.filters, cursor)
                 # Before order_words: the start of the whole name ("urs" finds Úrsula; "fre" nothing).
-                old = ListRequest(sort, None, LIMIT, None, None)
+                old = ListRequest(sort, None, LIMIT)
                 old_stmt = name_start(old.statement(), "urs")
                 old_filters = {"status": None, "q": "urs"}
                 cursor = _cursor(
@@ -155,13 +155,13 @@ def measure_words(
     for n in range(1, 11):
         for kind, words in (("common", COMMON_WORDS), ("absent", ABSENT_WORDS)):
             search = Search.parse(" ".join(words[:n]))
-            cases[f"{n} {kind}"] = ListRequest("newest", None, LIMIT, None, None, search)
+            cases[f"{n} {kind}"] = ListRequest("newest", None, LIMIT, search, codec=codec)
     try:
         with Session(engine) as session:
 
             def page(listing: ListRequest) -> None:
                 session.rollback()
-                listing.page(session, codec)
+                listing.page(session)
 
             timings = interleaved(
                 {label: functools.partial(page, listing) for label, listing in cases.items()},

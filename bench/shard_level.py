@@ -70,7 +70,7 @@ from pagination import AFTER, CursorCodec, Position, filters_fingerprint, iterat
 RESULTS = ROOT / "bench" / "results" / "shards.json"
 NOW = dt.datetime(2026, 3, 11, 12, 0, tzinfo=dt.UTC)
 KEYSET = SORTS["newest"].keyset
-SEEK = "bounded"  # what the app pages shards with (orders/finding/positions.py seek_form)
+SEEK = "bounded"  # what the app pages shards with (orders/finding/listing.py ListRequest.seek)
 TABLE = Order.__table__
 FETCHED = "SELECT coalesce(sum(rows), 0) FROM pg_stat_statements WHERE query LIKE 'FETCH%'"
 CUSTOMER = SORTS["customer"].keyset

@@ -34,10 +34,9 @@ from orders.data.models import STATUSES, Order
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
 from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
-from orders.finding.listing import ListRequest
+from orders.finding.listing import list_request
 from orders.finding.params import InvalidParameter
-from orders.finding.positions import codec
-from orders.finding.sorts import SORTS
+from orders.finding.sorts import DEFAULT_SORT, SORTS
 from pagination import PaginationError
 
 
@@ -198,7 +197,7 @@ class _StopFlag:
 
 
 @click.command("export")
-@click.option("--sort", type=click.Choice(list(SORTS)), default="newest", show_default=True)
+@click.option("--sort", type=click.Choice(list(SORTS)), default=DEFAULT_SORT, show_default=True)
 @click.option("--status", type=click.Choice(STATUSES), default=None)
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default: standard output).")  # fmt: skip
@@ -232,7 +231,9 @@ def export_command(
     given = {"sort": sort, "status": status, "after": after, "q": search, "to": to}
     args = MultiDict({name: value for name, value in given.items() if value})
     try:
-        listing = ListRequest.from_args(args, default_limit=20)
+        listing = list_request(args)
+    except PaginationError as err:  # the cursor, decoded here once
+        raise click.BadParameter(str(err), param_hint="--after") from None
     except InvalidParameter as err:
         raise click.BadParameter(str(err)) from None
     flag = _StopFlag()
@@ -245,7 +246,6 @@ def export_command(
             chunks = export_chunks(
                 session,
                 listing,
-                codec(),
                 batch_size=batch_size,
                 one_transaction=consistent,
                 raw=raw,

@@ -26,7 +26,7 @@ from .errors import (
     KeysetError,
     PaginationError,
 )
-from .paging import iterate, iterate_ranges, keyset_select, paginate, start_at
+from .paging import cursor_side, end_at, iterate, iterate_ranges, keyset_select, paginate, start_at
 from .results import Batch, Page, Range
 from .sort import Keyset, SeekForm
 
@@ -50,6 +50,8 @@ __all__ = [
     "Range",
     "SeekForm",
     "__version__",
+    "cursor_side",
+    "end_at",
     "filters_fingerprint",
     "iterate",
     "iterate_ranges",

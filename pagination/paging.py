@@ -1,5 +1,6 @@
 """The paging algorithm: paginate() and iterate() read a statement page by page in a sort's
-order, iterate_ranges() hands the ranges to the caller, start_at() makes a position from values,
+order, iterate_ranges() hands the ranges to the caller, start_at() and end_at() make a position
+from values, cursor_side() holds the rule of one cursor, one side,
 keyset_select() shows the SQL a page runs. The SQL itself is built by statement.py.
 
 The next page is found from the key values of the last row shown, never by counting rows, so
@@ -10,7 +11,7 @@ inserts and deletes elsewhere in the table cannot shift it, and the database rea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select
 from sqlalchemy.engine.url import URL
@@ -23,6 +24,7 @@ from .statement import Read, executor_dialect, plan, reads
 from .values import misfit, to_cursor
 
 _Encoder = Callable[..., str]  # (keys, side, inclusive=False) -> a sealed cursor
+_C = TypeVar("_C", bound=str | Position)
 
 
 def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> _Encoder:
@@ -32,6 +34,15 @@ def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[s
         return codec.encode(Position(sort.name, side, fingerprint, tuple(keys), inclusive, stamp))
 
     return make
+
+
+def cursor_side(after: _C | None, before: _C | None) -> tuple[_C | None, str]:
+    """The cursor given and the direction it reads (AFTER when none): the one rule, for this
+    library's entry points and for an app reading them from a request, that a page is read from
+    one side of one position."""
+    if after is not None and before is not None:
+        raise PaginationError("give either after or before, not both")
+    return (before, BEFORE) if before is not None else (after, AFTER)
 
 
 def paginate(
@@ -64,12 +75,9 @@ def paginate(
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PaginationError("limit must be a positive integer")
-    if after is not None and before is not None:
-        raise PaginationError("give either after or before, not both")
+    cursor, direction = cursor_side(after, before)
     built = _plan(session, stmt, sort, seek)
     fingerprint = filters_fingerprint(filters)
-    direction = BEFORE if before is not None else AFTER
-    cursor = before if before is not None else after
     position, keys = None, None
     if cursor is not None:
         position = cursor if isinstance(cursor, Position) else codec.decode(cursor)
@@ -275,6 +283,32 @@ def start_at(
     `prev_cursor` when rows lie before it, so the reader scrolls both ways from there. Raises
     InvalidPosition (a PaginationError) naming the value a column could not hold.
     """
+    return _at(sort, values, AFTER, codec=codec, filters=filters, meta=meta)
+
+
+def end_at(
+    sort: Keyset,
+    values: Sequence[Any],
+    *,
+    codec: CursorCodec,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> str:
+    """A `before` cursor at key values: the page it opens ends with the last row at or before
+    `values` in the sort's order. At values past every row's (the largest a term's type holds,
+    in its direction), it opens the last page of the list in one read of the index's end."""
+    return _at(sort, values, BEFORE, codec=codec, filters=filters, meta=meta)
+
+
+def _at(
+    sort: Keyset,
+    values: Sequence[Any],
+    side: str,
+    *,
+    codec: CursorCodec,
+    filters: Mapping[str, Any] | None,
+    meta: Mapping[str, str] | None,
+) -> str:
     values = tuple(values)
     if not 1 <= len(values) <= len(sort.columns):
         raise InvalidPosition(
@@ -288,7 +322,7 @@ def start_at(
         if why is not None:
             raise InvalidPosition(f"{value!r} cannot be a value of {sort.describe(i)}: {why}")
         keys.append(to_cursor(sort.columns[i].type, value))
-    return _encoder(codec, sort, filters_fingerprint(filters), meta)(keys, AFTER, inclusive=True)
+    return _encoder(codec, sort, filters_fingerprint(filters), meta)(keys, side, inclusive=True)
 
 
 def keyset_select(

@@ -106,17 +106,14 @@ class Keyset:
     has its NULLs where the engine's own ORDER BY puts them (statement.py). Whether the terms
     are unique in a statement's rows is checked per statement, when it is paged.
 
-    ``seek`` is the default form of the seek predicate of the statements built for this sort;
-    ``paginate(..., seek=...)`` chooses it per call (see statement.py), so one sort serves both.
+    The seek's form is not the sort's: ``paginate(..., seek=...)`` chooses it per call (see
+    statement.py), so one sort serves both.
     """
 
-    def __init__(self, name: str, *order_by: Any, seek: SeekForm = "auto"):
+    def __init__(self, name: str, *order_by: Any):
         if not order_by:
             raise KeysetError(f"sort {name!r} needs at least one column")
-        if seek not in SEEK_FORMS:
-            raise KeysetError(f'sort {name!r}: seek must be "auto" or "bounded", not {seek!r}')
         self.name = name
-        self.seek_form: SeekForm = seek
         self.columns = tuple(_term(term, name) for term in flatten(order_by))
         # With its NULLs placed explicitly, the first term is read as two index ranges, its
         # values and its NULLs (statement.py). Reading forward, do its NULLs come after its

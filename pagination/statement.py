@@ -50,7 +50,7 @@ from .lineage import (
     statement_keys,
     unlabel,
 )
-from .sort import Keyset, SeekForm, Term
+from .sort import SEEK_FORMS, Keyset, SeekForm, Term
 from .values import to_cursor
 
 _T = TypeVar("_T")
@@ -676,7 +676,9 @@ def plan(stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekF
     the SQL and what to write instead) and worked out once per shape, not per page."""
     if not isinstance(stmt, Select):
         raise refuse(stmt, dialect, _not_a_select(stmt))
-    form = seek or sort.seek_form
+    form = seek or "auto"
+    if form not in SEEK_FORMS:
+        raise KeysetError(f'seek must be "auto" or "bounded", not {form!r}')
     found = shape(stmt, sort)
     key = None if found is None else (dialect.name, plain_rows, form, *found)
     verdict = PLANS.get(key, sort) if key is not None else None

@@ -81,18 +81,24 @@ def accepted(cursor: str | None, sort: Keyset, direction: str, codec: CursorCode
 
 
 def walk(
-    executor: Any, stmt: Any, sort: Keyset, limit: int, codec: CursorCodec = CODEC, **start: Any
+    executor: Any,
+    stmt: Any,
+    sort: Keyset,
+    limit: int,
+    codec: CursorCodec = CODEC,
+    seek: Any = None,
+    **start: Any,
 ) -> tuple[list[Any], list[Any], Any]:
     """(rows before the first page, rows from the first page on, the first page): every page
     both ways from `start`, each returned cursor checked to be accepted."""
-    first = paginate(executor, stmt, sort, limit=limit, codec=codec, **start)
+    first = paginate(executor, stmt, sort, limit=limit, codec=codec, seek=seek, **start)
     forward, page = [shape(i) for i in first.items], first
     for _ in range(1000):
         accepted(page.head_cursor, sort, BEFORE, codec)
         if not page.has_more:
             break
         assert len(page.items) == limit
-        page = paginate(executor, stmt, sort, limit=limit, codec=codec, after=page.next_cursor)
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, seek=seek, after=page.next_cursor)
         accepted(page.prev_cursor, sort, BEFORE, codec)
         forward += [shape(i) for i in page.items]
     backward: list[Any] = []
@@ -100,7 +106,7 @@ def walk(
     for _ in range(1000):
         if not page.has_previous:
             break
-        page = paginate(executor, stmt, sort, limit=limit, codec=codec, before=page.prev_cursor)
+        page = paginate(executor, stmt, sort, limit=limit, codec=codec, seek=seek, before=page.prev_cursor)
         accepted(page.next_cursor, sort, AFTER, codec)
         backward = [shape(i) for i in page.items] + backward
     return backward, forward, first

@@ -136,3 +136,200 @@ def test_every_mentioned_app_path_exists() -> None:
         if missing:
             gone[str(source.relative_to(ROOT))] = missing
     assert not gone, f"paths that do not exist: {gone}"
+
+
+# --- The cursor's one path (docs/life-of-a-request.md) ----------------------------------------
+
+VIEWS_AND_SERVICES = ("orders/views/", "orders/finding/", "orders/writing/", "orders/exports/")
+# What a request's `g` and a session's `info` may carry, and why; none of it is a cursor, a
+# position or the WAL position a page is read at: those live in the list request.
+G_ATTRIBUTES = {
+    "db_session": "the request's session (orders/data/db.py)",
+    "stale_checkout": "a pooled connection found dead by its first statement (orders/data/db.py)",
+    "read_route": "the node a read went to (orders/web/read_routing.py), for logs and metrics",
+    "request_started": "the request log's clock (orders/web/request_log.py)",
+    "request_id": "the request log's id (orders/web/request_log.py)",
+}
+INFO_KEYS = {
+    "read_bind": "the node a read session is bound to (orders/data/replicas/session.py)",
+    "page_rows": "the rows a page showed, for the request log (orders/web/request_log.py)",
+    "fresh": "a pooled connection just made, needing no ping (orders/data/db.py; the pool's own record)",
+}
+
+
+def _g_and_info(path: Path) -> tuple[set[str], set[str]]:
+    """The attributes of flask.g and the keys of any `.info` mapping that `path` names."""
+    attributes, keys = set(), set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "g":
+            if node.attr in ("get", "pop", "setdefault"):
+                continue  # the name is the call's argument, below
+            attributes.add(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            owner, first = node.func.value, node.args[0]
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                continue
+            if (
+                isinstance(owner, ast.Name)
+                and owner.id == "g"
+                and node.func.attr in ("get", "pop", "setdefault")
+            ):
+                attributes.add(first.value)
+            elif isinstance(owner, ast.Attribute) and owner.attr == "info":
+                keys.add(first.value)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "info"
+            and isinstance(node.slice, ast.Constant)
+        ):
+            keys.add(str(node.slice.value))
+    return attributes, keys
+
+
+@pytest.mark.parametrize("path", app_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_cursor_travels_through_g_or_session_info(path: Path) -> None:
+    attributes, keys = _g_and_info(path)
+    unknown_g = sorted(attributes - set(G_ATTRIBUTES))
+    unknown_info = sorted(keys - set(INFO_KEYS))
+    assert not unknown_g, f"{path.name} keeps {unknown_g} in flask.g: pass it in the list request"
+    assert not unknown_info, (
+        f"{path.name} keeps {unknown_info} in a session's info: pass it in the list request"
+    )
+    if str(path.relative_to(ROOT)).startswith(VIEWS_AND_SERVICES):
+        assert not attributes, (
+            f"a view or service reads flask.g ({sorted(attributes)}): take it as an argument"
+        )
+        assert keys <= {"page_rows"}, f"a view or service reads session.info {sorted(keys)}"
+
+
+def test_the_channel_check_sees_a_cursor_in_g_and_in_info(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from flask import g\n"
+        "def f(session, position):\n"
+        "    g.cursor_positions = {'x': position}\n"
+        "    session.info['cursor_meta'] = {}\n"
+        "    return session.info.get('cursor_positions'), g.get('cursor_meta')\n"
+    )
+    attributes, keys = _g_and_info(planted)
+    assert attributes == {"cursor_positions", "cursor_meta"}
+    assert keys == {"cursor_meta", "cursor_positions"}
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The modules of `package` that `path` imports, anywhere in it (TYPE_CHECKING and
+    function-level imports too), relative imports resolved."""
+    me = module_name(path)
+    base = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{parent}.{node.module}" if node.module else parent
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                is_module = (ROOT / Path(*candidate.split("."))).with_suffix(".py").exists()
+                found.add(candidate if is_module else module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {m for m in found if (m == package or m.startswith(package + ".")) and m != me}
+
+
+@pytest.mark.parametrize("package", ["orders", "pagination"])
+def test_no_modules_import_each_other(package: str) -> None:
+    """No cycle of imports, of two modules or more: each module reads only what is below it."""
+    paths = sorted((ROOT / package).rglob("*.py"))
+    graph = {module_name(p): _imports(p, package) - {package} for p in paths}
+    cycles = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        for dep in sorted(graph.get(module, ())):
+            if dep in trail:
+                cycles.append(" -> ".join([*trail[trail.index(dep) :], dep]))
+            elif len(trail) < 12:
+                visit(dep, [*trail, dep])
+
+    for module in graph:
+        visit(module, [module])
+    assert not cycles, f"modules that import each other: {sorted(set(cycles))[:5]}"
+
+
+# --- Every file a comment or a doc names exists ----------------------------------------------
+
+# Files named on purpose that are not in the tree: what a test or a recipe writes elsewhere, and
+# examples of a command line.
+NOT_IN_THE_TREE = {
+    "example.py": "written by tests/test_library_install.py into a fresh venv",
+    "walk.py": "written by tests/test_library_install.py into a fresh venv",
+    "readme_example.py": "written by tests/test_library_readme.py",
+    "proxy.cfg": "haproxy's configuration a cluster recipe writes (devtools/patroni.py)",
+    "tests/test_a.py": "docs/testing.md: an example of a command line",
+    "tests/test_b.py": "docs/testing.md: an example of a command line",
+    "html.js": "a CSS selector (the js class on <html>), not a file",
+}
+_NAMED_FILE = re.compile(r"(?<![\w./@:-])((?:[\w-]+/)*[\w-]+\.(?:py|js|css|html|md|cfg|yml|yaml|toml|sh))\b")
+
+
+def _tracked() -> list[str]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return listed.stdout.split()
+
+
+def _prose(path: Path) -> str:
+    """What a reader reads as prose in `path`: Python's comments and docstrings, JS and CSS
+    comments, Markdown outside code blocks."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".py":
+        import io
+        import tokenize
+
+        parts = [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT
+        ]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                parts.append(ast.get_docstring(node) or "")
+        return "\n".join(parts)
+    if path.suffix in (".js", ".css"):
+        return "\n".join(re.findall(r"/\*.*?\*/|//[^\n]*", text, flags=re.S))
+    if path.suffix == ".md":
+        return re.sub(r"```.*?```", "", text, flags=re.S)
+    return ""
+
+
+def named_files(text: str) -> set[str]:
+    return set(_NAMED_FILE.findall(text))
+
+
+def test_every_file_a_comment_or_doc_names_exists() -> None:
+    tracked = _tracked()
+    paths = set(tracked) | {str(Path(t).parent) for t in tracked}
+    basenames = {Path(t).name for t in tracked}
+    gone: dict[str, list[str]] = {}
+    for source in tracked:
+        if source.startswith("bench/results/") or not source.endswith((".py", ".js", ".css", ".md")):
+            continue
+        for name in named_files(_prose(ROOT / source)):
+            exists = (
+                name in basenames
+                if "/" not in name
+                else any(p == name or p.endswith("/" + name) for p in paths)
+            )
+            if not exists and name not in NOT_IN_THE_TREE:
+                gone.setdefault(source, []).append(name)
+    assert not gone, f"comments and docs name files that do not exist: {gone}"
+
+
+def test_the_named_file_check_sees_a_stale_name() -> None:
+    gone = "orders/finding/" + "positions.py"  # spelled apart: the path check reads this file
+    assert named_files(f"# app.js shows a Retry row ({gone} seek_form)") == {"app.js", gone}
+    assert "response.json" not in named_files("response.json() and the JSON body")

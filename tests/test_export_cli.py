@@ -38,7 +38,7 @@ from orders.data.db import make_engine, migrate
 from orders.data.models import Order
 from orders.data.seed import seed_orders
 from orders.exports.stream import export_chunks
-from orders.finding.listing import ListRequest
+from orders.finding.listing import list_request
 from orders.finding.sorts import KEYSETS
 
 from .databases import ENGINES, throwaway_database
@@ -272,12 +272,11 @@ def test_memory_stays_flat_in_the_row_count(export_db: str) -> None:
     app = make_app(export_db)
     batch = 500
     with app.app_context():
-        listing = ListRequest.from_args(MultiDict(), default_limit=20)
-        codec = app.extensions["cursor_codec"]
+        listing = list_request(MultiDict())
 
         def peak(batches: int | None) -> tuple[int, int]:
             with Session(app.extensions["engine"]) as session:
-                chunks = export_chunks(session, listing, codec, batch_size=batch)
+                chunks = export_chunks(session, listing, batch_size=batch)
                 gc.collect()
                 tracemalloc.start()
                 try:

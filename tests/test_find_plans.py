@@ -110,7 +110,7 @@ CHECKS = {
 @pytest.mark.parametrize("sort", SORTS)
 def test_a_searched_page_reads_one_range_of_a_word_index(big, sort, word, capsys):  # type: ignore[no-untyped-def]
     typed, customer, depth = QUERIES[word]
-    listing = ListRequest(sort, None, LIMIT, None, None, Search.parse(typed))
+    listing = ListRequest(sort, None, LIMIT, Search.parse(typed))
     stmt, keyset = listing.statement(), listing.keyset
     matching = ROWS // len(CUSTOMERS) if word == "common" else RARE_ORDERS
     with Session(big) as session:

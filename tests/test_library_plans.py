@@ -52,9 +52,6 @@ BY_REGION = Keyset("region", Shipment.region.desc(), Shipment.shipped_at.desc(),
 
 
 RECENTLY_SHIPPED = Keyset("shipped", Shipment.shipped_at.desc().nulls_last(), Shipment.id.desc())
-# The same order compared in the expanded form with a leading bound on every engine (the form
-# a postgres_fdw foreign partition can be sent): still one index range.
-BOUNDED = Keyset("shipped", Shipment.shipped_at.desc().nulls_last(), Shipment.id.desc(), seek="bounded")
 CODEC = CursorCodec("library-plans-secret-library-plans-secret")
 T0 = dt.datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -144,17 +141,22 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("sort", [RECENTLY_SHIPPED, BOUNDED], ids=["auto seek", "bounded seek"])
+# The bounded seek: the same order compared in the expanded form with a leading bound on every
+# engine (the form a postgres_fdw foreign partition can be sent): still one index range.
+@pytest.mark.parametrize("seek", [None, "bounded"], ids=["auto seek", "bounded seek"])
 @pytest.mark.parametrize(("where", "offset", "direction", "statements"), CASES, ids=[c[0] for c in CASES])
 def test_a_nullable_sort_reads_index_ranges_at_depth(
-    shipments, where, offset, direction, statements, sort, capsys
+    shipments, where, offset, direction, statements, seek, capsys
 ):
+    sort = RECENTLY_SHIPPED
     keyset = keyset_at(shipments, offset)
     cursor = CODEC.encode(Position("shipped", direction, filters_fingerprint(None), keyset))
 
     def run() -> None:
         with Session(shipments) as session:
-            page = paginate(session, select(Shipment), sort, limit=LIMIT, codec=CODEC, **{direction: cursor})
+            page = paginate(
+                session, select(Shipment), sort, limit=LIMIT, codec=CODEC, seek=seek, **{direction: cursor}
+            )
             assert len(page.items) == LIMIT and page.has_more and page.has_previous
             # The page is exactly the next rows of the whole order, NULLs placed last.
             expected = session.scalars(
@@ -169,7 +171,7 @@ def test_a_nullable_sort_reads_index_ranges_at_depth(
     for sql, params in sent:
         shown = plan(shipments, sql, params)
         with capsys.disabled():
-            print(f"\n  [{shipments.dialect.name} {where}, {sort.seek_form}] {shown}")
+            print(f"\n  [{shipments.dialect.name} {where}, {seek or 'auto'} seek] {shown}")
 
 
 def _at(engine: Engine, sort: Keyset, offset: int) -> tuple[Any, ...]:

@@ -59,6 +59,7 @@ from pagination import (
     Keyset,
     KeysetError,
     PaginationError,
+    SeekForm,
     iterate,
     keyset_select,
     paginate,
@@ -190,6 +191,7 @@ class Case:
     statement: Callable[[], Any]
     sort: Keyset
     engines: tuple[str, ...] = ("sqlite", "postgresql", "mysql")
+    seek: SeekForm | None = None  # the seek's form, chosen per call
 
 
 A1, A2 = aliased(Author, name="a1"), aliased(Author, name="a2")
@@ -297,7 +299,8 @@ CASES = [
     Case(
         "bounded seek",
         lambda: select(Author),
-        Keyset("born", Author.born.desc(), Author.id.desc(), seek="bounded"),
+        Keyset("born", Author.born.desc(), Author.id.desc()),
+        seek="bounded",
     ),
     Case("unique constraint", lambda: select(Pair.code, Pair.a), Keyset("code", Pair.code)),
     Case(
@@ -398,22 +401,26 @@ CASES = [
 
 
 def run_case(engine: Engine, executor_kind: str, case: Case, limit: int, pick: int) -> None:
-    stmt, sort = case.statement(), case.sort
+    stmt, sort, seek = case.statement(), case.sort, case.seek
     with _executor(engine, executor_kind) as executor:
         expected = unpaged(executor, stmt, sort)
-        backward, forward, first = walk(executor, stmt, sort, limit)
+        backward, forward, first = walk(executor, stmt, sort, limit, seek=seek)
         assert backward == [] and not first.has_previous
         assert forward == expected
 
         # Backward from the end, by the last page's prev_cursor, gathers the same rows.
-        batches = list(iterate(executor, stmt, sort, batch_size=limit, codec=CODEC))
+        batches = list(iterate(executor, stmt, sort, batch_size=limit, codec=CODEC, seek=seek))
         assert [shape(i) for b in batches for i in b.items] == expected
         if batches:
-            rest = paginate(executor, stmt, sort, limit=limit, codec=CODEC, after=batches[-1].cursor)
+            rest = paginate(
+                executor, stmt, sort, limit=limit, codec=CODEC, seek=seek, after=batches[-1].cursor
+            )
             assert rest.items == [] and rest.has_previous
             back, page = [], rest
             while page.has_previous:
-                page = paginate(executor, stmt, sort, limit=limit, codec=CODEC, before=page.prev_cursor)
+                page = paginate(
+                    executor, stmt, sort, limit=limit, codec=CODEC, seek=seek, before=page.prev_cursor
+                )
                 back = [shape(i) for i in page.items] + back
             assert back == expected
 
@@ -425,7 +432,7 @@ def run_case(engine: Engine, executor_kind: str, case: Case, limit: int, pick: i
             if isinstance(value, dt.datetime) and value.tzinfo is None:
                 value = value.replace(tzinfo=UTC)  # the engine gave back what it stored as UTC
             cursor = start_at(sort, [value], codec=CODEC)
-            backward, forward, first = walk(executor, stmt, sort, limit, after=cursor)
+            backward, forward, first = walk(executor, stmt, sort, limit, seek=seek, after=cursor)
             assert backward + forward == expected
             assert first.has_previous == bool(backward)
             assert forward, "a jump to a value that a row has lands on that row"
@@ -573,17 +580,21 @@ def test_engine_specific_refusals_say_why(lib):
 def test_seek_bounded_forces_the_expanded_form_with_a_leading_bound(dialect):
     stmt = select(Author.id)
 
-    def sql(sort: Keyset) -> str:
-        return str(keyset_select(stmt, sort, [1, 2], limit=3, dialect=dialect.name).compile(dialect=dialect))
+    def sql(seek: Any) -> str:
+        sort = Keyset("name", Author.name, Author.id)
+        found = keyset_select(stmt, sort, [1, 2], limit=3, dialect=dialect.name, seek=seek)
+        return str(found.compile(dialect=dialect))
 
-    auto = sql(Keyset("name", Author.name, Author.id))
-    bounded = sql(Keyset("name", Author.name, Author.id, seek="bounded"))
+    auto = sql(None)
+    bounded = sql("bounded")
     assert ("(lib_authors.name, lib_authors.id) >" in auto) == (dialect.name != "mysql")
     assert "(lib_authors.name, lib_authors.id)" not in bounded
     assert "lib_authors.name >= " in bounded and "lib_authors.name > " in bounded, bounded
     assert "lib_authors.name = " in bounded and "lib_authors.id > " in bounded, bounded
     with pytest.raises(KeysetError, match='seek must be "auto" or "bounded"'):
-        Keyset("name", Author.name, Author.id, seek="rows")  # type: ignore[arg-type]
+        sql("rows")
+    with pytest.raises(TypeError):  # the form is the call's, never the sort's
+        Keyset("name", Author.name, Author.id, seek="bounded")  # type: ignore[call-arg]
 
 
 def test_nullable_and_non_unique_sorts_are_judged_per_statement(lib):

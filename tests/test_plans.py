@@ -121,7 +121,7 @@ START_AT = "start_at"
 def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, direction, capsys):
     keyset = KEYSETS[sort]
     # The app's own statement, index hints included.
-    stmt = ListRequest(sort, status, LIMIT, None, None).statement()
+    stmt = ListRequest(sort, status, LIMIT).statement()
     position_stmt = (
         stmt.with_only_columns(*(c.expr for c in keyset.columns), maintain_column_froms=True)
         .order_by(*keyset.order_by())
@@ -158,7 +158,7 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
 @pytest.mark.parametrize("direction", [AFTER, BEFORE])
 def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direction, capsys):
     keyset = KEYSETS["newest"]
-    stmt = ListRequest("newest", None, LIMIT, None, None).statement()
+    stmt = ListRequest("newest", None, LIMIT).statement()
     with Session(big) as session:
         keys = tuple(
             session.execute(
@@ -201,7 +201,7 @@ def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
     """The export's read of one batch (orders/exports/stream.py) and the probe that finds the batch's
     end, at 90% depth: each reads the sort's index from one keyset to the other, no scan."""
     keyset, index = KEYSETS[sort], SORTS[sort].index
-    listing = ListRequest(sort, None, LIMIT, None, None)
+    listing = ListRequest(sort, None, LIMIT)
     stmt = listing.statement().with_only_columns(
         *export_columns("postgresql", keyset), maintain_column_froms=True
     )

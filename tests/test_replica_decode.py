@@ -1,5 +1,5 @@
-"""A replica-routed page decodes its cursor once: orders/web/read_routing.py decodes it to route the read
-(the WAL position in its meta) and hands the Position to the page, which pages from it.
+"""A replica-routed page decodes its cursor once: orders/finding/listing.py decodes it into the list request,
+which read routing asks for the WAL position in its meta and the page pages from.
 
 DATABASE_REPLICA_URLS names the primary itself: it leads, so it takes no replica reads, but every
 list read still goes through the router's hook, which is what decodes the cursor."""

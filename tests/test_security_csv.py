@@ -262,8 +262,8 @@ def test_server_formatted_export_writes_what_the_python_writer_writes(
     listing_args = MultiDict({"sort": "newest"})
     codec = server_app.extensions["cursor_codec"]
     with server_app.app_context(), Session(engine) as session:
-        listing = ListRequest.from_args(listing_args, default_limit=20)
-        served = b"".join(c.data for c in export_chunks(session, listing, codec, batch_size=batch, raw=raw))
+        listing = ListRequest.from_args(listing_args, codec=codec)
+        served = b"".join(c.data for c in export_chunks(session, listing, batch_size=batch, raw=raw))
         written = python_written(session, listing, codec, batch, raw=raw)
     assert served == written.encode()
     assert [row[1] for row in reread(served, ",")] == [c if raw else neutralize(c) for c in customers]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PAGE_SIZE = 100  # one home: the JSON API's `limit` has the same ceiling (orders/finding/listing.py)
+DEFAULT_PAGE_SIZE = 20  # PAGE_SIZE's default: rows per page of every list read that gives no limit
 DEVELOPMENT = "development"
 PRODUCTION = "production"
 MIN_TOKEN_LENGTH = 16
@@ -394,7 +395,12 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         "how many reverse proxies stand in front and append X-Forwarded-For (0: the header is ignored)",
     ),
-    Setting("PAGE_SIZE", Integer(1, MAX_PAGE_SIZE), 20, "rows per page of the HTML list"),
+    Setting(
+        "PAGE_SIZE",
+        Integer(1, MAX_PAGE_SIZE),
+        DEFAULT_PAGE_SIZE,
+        "rows per page of the list (the HTML page and the JSON API) when a request gives no limit",
+    ),
     Setting(
         "AUTO_PAGES",
         Integer(0, 1_000_000),

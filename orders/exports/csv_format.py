@@ -119,7 +119,7 @@ def neutralize(text: str) -> str:
 def neutralize_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[str]:
     """neutralize() as a PostgreSQL, MariaDB or SQLite expression, so that the server writes the
     cells Python would. PostgreSQL and MariaDB run the same regular expression; SQLite has none
-    built in, so it calls neutralize() itself (registered by export.py) for the rows the guard
+    built in, so it calls neutralize() itself (registered by orders/exports/stream.py) for the rows the guard
     lets through, which for real names are almost none."""
     # The guard, cheap per row: compared by code point (PostgreSQL "C", MariaDB utf8mb4_bin,
     # SQLite's BINARY default), and searched for each separator without a regular expression.

@@ -26,8 +26,7 @@ from orders.exports.csv_format import (
     neutralize_sql,
 )
 from orders.finding.listing import ListRequest
-from orders.finding.positions import seek_form
-from pagination import CursorCodec, Keyset, Range, iterate_ranges
+from pagination import Keyset, Range
 
 EXPORT_BATCH_SIZE = 20_000  # rows per keyset batch: per-batch costs (a probe, a transaction) under 5%
 log = logging.getLogger(__name__)
@@ -46,7 +45,6 @@ class Chunk:
 def export_chunks(
     session: Session,
     listing: ListRequest,
-    codec: CursorCodec,
     *,
     batch_size: int = EXPORT_BATCH_SIZE,
     one_transaction: bool = False,
@@ -79,19 +77,10 @@ def export_chunks(
     probing = own[0] if ahead else session
     # Where the list starts: its cursor, or its go-to's first row (read here, on the caller's
     # session, in its own short transaction unless one_transaction).
-    start = listing.start(session, codec, seek=seek_form())
+    start = listing.start(session)
     if listing.goto is not None and not one_transaction:
         session.rollback()
-    ranges = iterate_ranges(
-        probing,
-        stmt,
-        sort,
-        batch_size=batch_size,
-        codec=codec,
-        after=start,
-        filters=listing.filters,
-        seek=seek_form(),
-    )
+    ranges = listing.ranges(probing, stmt, start=start, batch_size=batch_size)
     probed = _one_ahead(ranges, probing) if ahead else None
     try:
         if probed is not None:
@@ -263,8 +252,9 @@ class _BatchReader:
 
 
 def csv_line_sql(dialect: str, *, raw: bool = False) -> ColumnElement[str]:
-    """csv_line() as one SQL expression: the customer neutralized (serialize.neutralize_sql)
-    unless raw, always quoted; the other cells never hold a separator, a quote or a line break."""
+    """csv_line() as one SQL expression: the customer neutralized (neutralize_sql, of
+    orders/exports/csv_format.py) unless raw, always quoted; the other cells never hold a
+    separator, a quote or a line break."""
     c = Order.__table__.c
     customer = c.customer if raw else neutralize_sql(c.customer, dialect)
     quoted = func.replace(customer, literal('"'), literal('""'))

@@ -3,7 +3,9 @@
 A date and time for newest/oldest, an amount for amount, a name (prefix, normalized by
 orders/data/names.py) for customer. Each is
 parsed strictly here (a 400 that says what was expected, never a guess); the library then checks
-that the column can hold it (InvalidPosition, also a 400) and seals the position.
+that the column can hold it (InvalidPosition, also a 400) and seals the position
+(orders/finding/listing.py ListRequest.start), and this module says what a reader is told when
+nothing is there.
 """
 
 from __future__ import annotations
@@ -12,18 +14,11 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from orders.data.names import KEY_LENGTH
 from orders.finding.params import InvalidParameter
 from orders.finding.search import Search, SearchError
-from orders.finding.sorts import SORTS, GotoKind
-from pagination import BEFORE, CursorCodec, Position, SeekForm, filters_fingerprint, paginate, start_at
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from orders.finding.listing import ListRequest
+from orders.finding.sorts import SORTS, GotoKind, SortChoice
 
 MAX_NAME = 64
 # An amount as readers write it (the separators are read by _amount): "1234.50", "1,234.50",
@@ -170,49 +165,32 @@ def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
         return limit.replace(tzinfo=when.tzinfo)
 
 
-# --- Where a go-to opens the list, or why nothing is there ---------------------------------
+# --- What the list says when nothing is where the reader went ------------------------------
+# (orders/finding/listing.py ListRequest.start reads the rows; these say what they mean.)
 
 
-def start(listing: ListRequest, session: Session, codec: CursorCodec, *, seek: SeekForm | None) -> str:
-    """The inclusive `after` cursor at the first row of `listing` at or past its go-to, or
-    InvalidParameter saying plainly that nothing is there (a value outside the list's rows, a
-    name no word of which starts with what was typed): the list is not moved.
+def nothing_past(choice: SortChoice, goto: Goto) -> str:
+    """No row lies at or past the value typed."""
+    before = choice.keyset.columns[0].descending
+    where = "of" if choice.goto == "amount" else "on or before" if before else "on or after"
+    tail = " or less" if choice.goto == "amount" else ""
+    return f"no order {where} {goto.text[:40]}{tail} in this list: nothing moved"
 
-    A name goes to the first row, in the list's order, whose name has a word starting with each
-    word typed (as the search matches: surnames too); a date or an amount to the first row at or
-    past it, unless the value lies beyond either end of the list."""
-    goto = listing.goto
-    assert goto is not None
-    if SORTS[listing.sort].goto == "name":
-        found = listing.first_named(session, codec, seek=seek)
-        if found is None:
-            raise InvalidParameter(f"no name in this list has a word starting with {goto.text[:40]!r}")
-        keys = [getattr(found, str(column.expr.key)) for column in listing.keyset.columns]
-        return start_at(listing.keyset, keys, codec=codec, filters=listing.filters)
-    cursor = start_at(listing.keyset, [goto.value], codec=codec, filters=listing.filters)
-    page = paginate(
-        session.connection(),
-        listing.statement(),
-        listing.keyset,
-        limit=1,
-        codec=codec,
-        seek=seek,
-        after=cursor,
-        filters=listing.filters,
-    )
-    kind = SORTS[listing.sort].goto
-    if not page.items:
-        before = listing.keyset.columns[0].descending
-        where = "of" if kind == "amount" else "on or before" if before else "on or after"
-        tail = " or less" if kind == "amount" else ""
-        raise InvalidParameter(f"no order {where} {goto.text[:40]}{tail} in this list: nothing moved")
-    first = page.items[0]
-    if not page.has_previous and not _covers(listing.sort, goto, first):
-        shown = _shown(listing.sort, goto, first)
-        raise InvalidParameter(
-            f"no order at {goto.text[:40]} in this list, which starts at {shown}: nothing moved"
-        )
-    return cursor
+
+def nothing_at(choice: SortChoice, goto: Goto, first: Any) -> str:
+    """The value typed lies before the list's first row (`first`)."""
+    shown = _shown(choice, goto, first)
+    return f"no order at {goto.text[:40]} in this list, which starts at {shown}: nothing moved"
+
+
+def covers(choice: SortChoice, goto: Goto, row: Any) -> bool:
+    """Whether `row` is what the value typed names, at the precision typed (a day, a minute, a
+    second; an amount to the cent)."""
+    if choice.goto == "amount":
+        return bool(row.amount == goto.value)
+    typed = goto.text.replace(" ", "T")
+    shown = _local(row.created_at, goto).isoformat(timespec="seconds")
+    return shown.startswith(typed)
 
 
 def _local(when: dt.datetime, goto: Goto) -> dt.datetime:
@@ -220,46 +198,7 @@ def _local(when: dt.datetime, goto: Goto) -> dt.datetime:
     return when.replace(tzinfo=None) - dt.timedelta(minutes=int(goto.tz_offset or 0))
 
 
-def _covers(sort: str, goto: Goto, row: Any) -> bool:
-    """Whether `row` is what the value typed names, at the precision typed (a day, a minute, a
-    second; an amount to the cent)."""
-    if SORTS[sort].goto == "amount":
-        return bool(row.amount == goto.value)
-    typed = goto.text.replace(" ", "T")
-    shown = _local(row.created_at, goto).isoformat(timespec="seconds")
-    return shown.startswith(typed)
-
-
-def _shown(sort: str, goto: Goto, row: Any) -> str:
-    if SORTS[sort].goto == "amount":
+def _shown(choice: SortChoice, goto: Goto, row: Any) -> str:
+    if choice.goto == "amount":
         return f"{row.amount:,.2f}"
     return _local(row.created_at, goto).isoformat(sep=" ", timespec="minutes")
-
-
-# --- End: the last rows of the list, as the first page of the reverse order ------------------
-
-# Past every value a key column of each kind can hold here, on every engine (MariaDB's DATETIME
-# starts at year 1000; Money is NUMERIC(12, 2); a NameKey is at most KEY_LENGTH characters).
-_LOWEST: dict[type, Any] = {
-    dt.datetime: dt.datetime(1000, 1, 1, tzinfo=dt.UTC),
-    Decimal: Decimal("-9999999999.99"),
-    int: -(2**63),
-    str: "",
-}
-_HIGHEST: dict[type, Any] = {
-    dt.datetime: dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
-    Decimal: Decimal("9999999999.99"),
-    int: 2**63 - 1,
-    str: "\U0010ffff" * KEY_LENGTH,
-}
-
-
-def end_cursor(listing: ListRequest, codec: CursorCodec) -> str:
-    """A `before` cursor past the last row of the list's sort: the page it opens is the list's
-    last `limit` rows, read from the end of the sort's index in one request (one index range
-    read backwards), not through the rows in between."""
-    keys = []
-    for column in listing.keyset.columns:
-        kind = column.type.python_type
-        keys.append((_LOWEST if column.descending else _HIGHEST)[kind])
-    return codec.encode(Position(listing.sort, BEFORE, filters_fingerprint(listing.filters), tuple(keys)))

@@ -23,7 +23,10 @@ GotoKind = Literal["datetime", "amount", "name"]
 
 
 @dataclass(frozen=True)
-class Sort:
+class SortChoice:
+    """One sort the reader can choose: its name, its label, its library sort (a `Keyset`),
+    what "Go to" reads for it, the index its pages read."""
+
     name: str
     label: str  # the Sort control's option
     keyset: Keyset
@@ -34,25 +37,28 @@ class Sort:
     status_index: bool = False
 
 
-def _by_time(name: str, label: str, direction: Callable[[Any], Any]) -> Sort:
+def _by_time(name: str, label: str, direction: Callable[[Any], Any]) -> SortChoice:
     """Newest and oldest: one index read both ways, served under a status filter too."""
     keyset = Keyset(name, direction(Order.created_at), direction(Order.id))
-    return Sort(name, label, keyset, "datetime", "ix_orders_created_at_id", status_index=True)
+    return SortChoice(name, label, keyset, "datetime", "ix_orders_created_at_id", status_index=True)
 
 
-SORTS: dict[str, Sort] = {
+# The sort new orders arrive at the top of (the "N new orders" banner), and the default.
+NEWEST = "newest"
+
+SORTS: dict[str, SortChoice] = {
     sort.name: sort
     for sort in (
-        _by_time("newest", "Newest first", desc),
+        _by_time(NEWEST, "Newest first", desc),
         _by_time("oldest", "Oldest first", asc),
-        Sort(
+        SortChoice(
             "amount",
             "Largest amount",
             Keyset("amount", Order.amount.desc(), Order.id.desc()),
             "amount",
             "ix_orders_amount_id",
         ),
-        Sort(
+        SortChoice(
             "customer",
             "Customer A–Z",
             Keyset("customer", Order.customer_key.asc(), Order.id.asc()),
@@ -61,6 +67,6 @@ SORTS: dict[str, Sort] = {
         ),
     )
 }
-DEFAULT_SORT = "newest"
+DEFAULT_SORT = NEWEST
 # Each sort's keyset alone, for code that pages with the library directly (export, tests, bench).
 KEYSETS: dict[str, Keyset] = {name: sort.keyset for name, sort in SORTS.items()}

@@ -14,7 +14,6 @@ from orders.data.models import MAX_ID, Order
 from orders.data.types import iso_utc
 from orders.finding.listing import ListRequest
 from orders.finding.order import not_found, order_or_404
-from orders.finding.positions import read_page
 from orders.web.auth import write_access
 from orders.web.routes import list_read
 from orders.writing import grammar, idempotency
@@ -31,9 +30,8 @@ BODY_READ_ERRORS = (OSError, ValueError, _GunicornParseError)
 
 @bp.get("/api/orders")
 @list_read
-def list_orders() -> ResponseReturnValue:
-    listing = ListRequest.from_args(request.args, default_limit=20)
-    page = read_page(listing, get_session())
+def list_orders(listing: ListRequest) -> ResponseReturnValue:
+    page = listing.page(get_session())
     return jsonify(
         items=[order_json(o) for o in page.items],
         next_cursor=page.next_cursor,

@@ -10,7 +10,6 @@ from flask import Blueprint, Response, current_app, request
 from orders.exports.stream import close_after_stream, csv_chunks, export_chunks
 from orders.finding.listing import ListRequest
 from orders.finding.params import InvalidParameter, parse_int
-from orders.finding.positions import codec
 from orders.web import htmx, metrics
 from orders.web.routes import streaming_read
 
@@ -20,16 +19,15 @@ bp.after_request(htmx.vary)
 
 @bp.get("/orders/export.csv")
 @streaming_read
-def export_csv() -> Response:
+def export_csv(listing: ListRequest) -> Response:
     """The whole (filtered) list as CSV, streamed in keyset batches in constant memory."""
-    listing = ListRequest.from_args(request.args, default_limit=20)
-    if listing.before is not None:
+    if listing.backward:
         raise InvalidParameter("an export reads forward: give after, not before")
     bom = parse_int(request.args, "bom", 0, 0, 1) == 1  # the page's link asks for it (csv_header)
     # The stream outlives the request (and its teardown), so it owns a session of its own.
     session = current_app.extensions["sessionmaker"]()
     try:
-        chunks = export_chunks(session, listing, codec())
+        chunks = export_chunks(session, listing)
         # Read the first batch now, so a bad cursor or a dead database is an error status,
         # not a broken download.
         first = next(chunks, None)
@@ -40,7 +38,7 @@ def export_csv() -> Response:
     def stream() -> Iterator[bytes]:
         try:
             batches = metrics.counted_rows(itertools.chain([first] if first else [], chunks))
-            yield from csv_chunks(batches, after=listing.after, bom=bom)
+            yield from csv_chunks(batches, after=listing.cursor, bom=bom)
         finally:
             close_after_stream(session)
 

@@ -11,11 +11,10 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from flask.typing import ResponseReturnValue
 
 from orders.data.db import get_session
-from orders.finding import jump
 from orders.finding.estimates import estimate, rounded
 from orders.finding.listing import ListRequest
 from orders.finding.params import InvalidParameter, parse_int
-from orders.finding.positions import codec, position_at, read_page, seek_form
+from orders.finding.sorts import NEWEST
 from orders.web import htmx
 from orders.web.routes import list_read
 from pagination import Page
@@ -47,19 +46,12 @@ def list_link(list_url: str, args: Mapping[str, object]) -> str:
     return f"{list_url}?{urlencode([(k, v) for k, v in args.items() if v is not None], safe=_QUERY_SAFE)}"
 
 
-def _position(listing: ListRequest, row: object) -> str:
-    """An inclusive `after` cursor at `row`'s whole key: the list opened there starts with it."""
-    keys = [getattr(row, str(column.expr.key)) for column in listing.keyset.columns]
-    # Read where this page was read (the WAL position, when reads go to replicas).
-    return position_at(listing, keys, meta=get_session().info.get("cursor_meta"))
-
-
 def _page_urls(listing: ListRequest, page: Page, page_number: int, list_url: str) -> dict[str, str | None]:
     """The URLs the rows of a page carry, so the browser can come back to any page edge.
 
     `pos` opens the list at the page's first row (the address bar keeps it while the reader is
     on that page; the top of the list is plain /orders). `before`/`after` load the rows next to
-    the page's edges again after app.js dropped them to keep the document small.
+    the page's edges again after static/js/scroll-window.js dropped them to keep the document small.
     """
 
     def link(**changes: object) -> str:
@@ -72,7 +64,7 @@ def _page_urls(listing: ListRequest, page: Page, page_number: int, list_url: str
         # (orders/finding/listing.py windowed_page): its edges still lead on.
         return {"pos": None, "before": page.prev_cursor and link(before=page.prev_cursor), "after": after}
     return {
-        "pos": link(after=_position(listing, page.items[0])) if page.prev_cursor else link(),
+        "pos": link(after=listing.cursor_at(page.items[0])) if page.prev_cursor else link(),
         "before": link(before=page.head_cursor),
         "after": after,
     }
@@ -85,15 +77,14 @@ def _jump(listing: ListRequest) -> ResponseReturnValue:
     A redirect, so the address is the same kind of position URL as any other: reload, Back and
     sharing behave alike, and the value typed is not re-applied by a reload.
     """
-    cursor = listing.start(get_session(), codec(), seek=seek_form())
+    cursor = listing.start(get_session())
     return redirect(url_for("list_page.orders", **listing.query_args(after=cursor)), 303)
 
 
 @bp.get("/orders")
 @list_read
-def orders() -> ResponseReturnValue:
+def orders(listing: ListRequest) -> ResponseReturnValue:
     cfg = current_app.config
-    listing = ListRequest.from_args(request.args, default_limit=cfg["PAGE_SIZE"])
     if listing.goto is not None:
         return _jump(listing)
     search = listing.search
@@ -101,8 +92,8 @@ def orders() -> ResponseReturnValue:
     # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
     # and a "Load more" button takes over, so the footer can be reached.
     page_number = parse_int(request.args, "page", 1, 1, 1_000_000)
-    page = read_page(listing, get_session())
-    at_top = listing.after is None and listing.before is None
+    page = listing.page(get_session())
+    at_top = listing.position is None
     if search is not None and search.order_id is not None and at_top:
         # An order number in the search box opens that order if the list holds it (its status
         # filter too: the API and the export read the same list), or says it is not there.
@@ -113,7 +104,7 @@ def orders() -> ResponseReturnValue:
     fragment = htmx.wants_fragment()
     list_url = url_for("list_page.orders")
     urls = _page_urls(listing, page, page_number, list_url)
-    show_top = not fragment or listing.before is not None
+    show_top = not fragment or listing.backward
     context = {
         "listing": listing,
         "page": page,
@@ -122,7 +113,7 @@ def orders() -> ResponseReturnValue:
         # A `before` fragment goes above the rows (its own top sentinel, no bottom control); an
         # `after` fragment goes below them; a full page has both ends.
         "show_top": show_top,
-        "show_bottom": not fragment or listing.before is None,
+        "show_bottom": not fragment or not listing.backward,
         # One url_for per page, not one per row (Werkzeug's URL building was a tenth of a page):
         # a row's link is this prefix and its id.
         "order_url_prefix": url_for("order_page.order_detail", order_id=0).removesuffix("0"),
@@ -145,13 +136,13 @@ def orders() -> ResponseReturnValue:
         {
             # The banner counts rows above the top of the list, so only a list opened at its top polls.
             "new_orders_url": page.head_cursor
-            and listing.sort == "newest"
+            and listing.sort == NEWEST
             and not page.prev_cursor
             and url_for("list_page.new_orders", **listing.query_args(before=page.head_cursor)),
             "max_rows": cfg["MAX_ROWS_IN_PAGE"],
             # Top: the list's first rows; End: its last rows (a `before` cursor past the end).
             "top_url": list_link(list_url, listing.query_args()),
-            "end_url": list_link(list_url, listing.query_args(before=jump.end_cursor(listing, codec()))),
+            "end_url": list_link(list_url, listing.query_args(before=listing.end_cursor())),
             "missing_order": missing_order,
             # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
             "estimates": None if search else estimate(get_session()),
@@ -163,15 +154,14 @@ def orders() -> ResponseReturnValue:
 
 @bp.get("/orders/new")
 @list_read
-def new_orders() -> ResponseReturnValue:
+def new_orders(listing: ListRequest) -> ResponseReturnValue:
     """How many orders arrived above the first row shown (capped): the "N new orders" banner."""
-    listing = ListRequest.from_args(request.args, default_limit=NEW_ORDERS_CAP)
-    if listing.after is not None:
+    if listing.position is not None and not listing.backward:
         raise InvalidParameter("new orders are counted above a position: give before, not after")
     if listing.goto is not None:
         raise InvalidParameter("new orders are counted above a position: give before, not to")
-    page = read_page(replace(listing, limit=NEW_ORDERS_CAP), get_session())
-    count = len(page.items) if listing.before else 0
+    page = replace(listing, limit=NEW_ORDERS_CAP).page(get_session())
+    count = len(page.items) if listing.position is not None else 0
     return render_template(
         "_new_orders.html",
         count=count,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, current_app, jsonify
 
 from orders.core.errors import ERRORS
+from orders.core.settings import DEFAULT_PAGE_SIZE
 from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
 from orders.data.names import WORD_PREFIX
 from orders.finding.listing import MAX_LIMIT
@@ -92,6 +93,9 @@ _ORDER_ID = {
     "example": 1,
 }
 
+# The default is the PAGE_SIZE setting, filled in per app (openapi()).
+_LIMIT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_PAGE_SIZE}
+
 SPEC: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -112,7 +116,7 @@ SPEC: dict[str, Any] = {
                         "name": "limit",
                         "in": "query",
                         "description": "Orders per page; anything else is a 400, never clamped.",
-                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 20},
+                        "schema": _LIMIT,
                     },
                     {
                         "name": "sort",
@@ -358,4 +362,9 @@ SPEC: dict[str, Any] = {
 
 @bp.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(SPEC)
+    listing = SPEC["paths"]["/api/orders"]
+    limit, *others = listing["get"]["parameters"]
+    assert limit["name"] == "limit"
+    parameters = [{**limit, "schema": {**_LIMIT, "default": current_app.config["PAGE_SIZE"]}}, *others]
+    paths = {**SPEC["paths"], "/api/orders": {**listing, "get": {**listing["get"], "parameters": parameters}}}
+    return jsonify({**SPEC, "paths": paths})

@@ -21,9 +21,10 @@ BACK_HEADERS = ("HX-Current-URL", "Referer")
 def _back_to_list() -> str:
     """Where "Back to the list" goes: the list page the reader came from, at the same place.
 
-    htmx sends the address bar (which app.js keeps at the reader's position) as HX-Current-URL;
-    without JavaScript the Referer is the list page that was shown. Only a path of this site's
-    list is taken from either, never a host, so the link cannot lead elsewhere.
+    htmx sends the address bar (which static/js/scroll-window.js keeps at the reader's position)
+    as HX-Current-URL; without JavaScript the Referer is the list page that was shown. Only a
+    path of this site's list is taken from either, never a host, so the link cannot lead
+    elsewhere.
     """
     list_path = url_for("list_page.orders")
     for header in BACK_HEADERS:

@@ -27,7 +27,7 @@ def money(amount: Decimal) -> str:
 
 
 def timestamp(value: dt.datetime) -> Markup:
-    """A <time> in UTC; app.js shows it in the reader's own timezone."""
+    """A <time> in UTC; static/js/enhance.js shows it in the reader's own timezone."""
     # Both parts are made from the datetime alone (digits, "-", ":", "T", "Z"), so nothing in them
     # needs escaping: an f-string is a tenth of the cost of Markup.format, twenty times a page.
     # The shown part is cut from the ISO text (strftime was a fifth of a row's rendering); below

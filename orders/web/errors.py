@@ -52,7 +52,8 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
         # The Host was refused (TRUSTED_HOSTS) before routing: no page can build its links.
         return Response(err.message + "\n", mimetype="text/plain"), err.status, headers
     if htmx.wants_fragment():
-        # A fragment request: htmx does not swap error responses; app.js shows a Retry row.
+        # A fragment request: htmx does not swap error responses; static/js/scroll-window.js
+        # shows a Retry row.
         headers["Vary"] = ", ".join(htmx.VARY)
         return render_template("_error_row.html", error=err), err.status, headers
     page = render_template("error.html", error=err, title=ERRORS[err.code].title)

@@ -46,9 +46,9 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from orders.finding.sorts import SORTS
-from orders.web import htmx, request_log
-from orders.web.routes import read_kind, unlimited
+from orders.finding.sorts import DEFAULT_SORT, SORTS
+from orders.web import request_log
+from orders.web.routes import unlimited
 
 # Latency buckets in seconds: a fragment takes a few ms, a deep page on a loaded server tens,
 # the read timeout 15 s; p99 alerts (deploy/prometheus/alerts.yml) read 0.25 and 0.5.
@@ -94,7 +94,6 @@ STATEMENT_TIMEOUTS = Counter(
     "orders_statement_timeouts", "Statements the database cancelled (STATEMENT_TIMEOUT_MS)", ["engine"]
 )
 
-_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _SORTS = frozenset(SORTS)
 # Cancelled by statement_timeout: PostgreSQL's SQLSTATE, MariaDB's and MySQL's error numbers.
 _PG_CANCELLED = "57014"
@@ -114,38 +113,18 @@ def install(app: Flask) -> None:
         watch_engine(node.engine, node.name)
 
 
-def request_kind() -> str:
-    """page, fragment, api, export, write or other: the label every request is counted under."""
-    if request.method in _WRITES:
-        return "write"
-    view = current_app.view_functions.get(request.endpoint or "")
-    kind = read_kind(view)
-    if kind == "stream":
-        return "export"
-    if request.path.startswith("/api/"):
-        return "api"
-    if kind == "page":
-        return "fragment" if htmx.wants_fragment() else "page"
-    return "other"
-
-
 def result_of(status: int) -> str:
     return "503" if status == 503 else f"{status // 100}xx"
 
 
-def depth_of() -> str:
-    """first: no cursor (the top of a list, or a jump); deep: a page after or before a cursor."""
-    return "deep" if "after" in request.args or "before" in request.args else "first"
-
-
 def _observe(response: Response) -> Response:
     seconds = request_log.elapsed()
-    kind = request_kind()
+    kind = request_log.request_kind()
     status = response.status_code
     REQUESTS.labels(kind, result_of(status)).observe(seconds)
     if kind in ("page", "fragment", "api") and 200 <= status < 300:
-        sort = request.args.get("sort", "newest")
-        PAGES.labels(depth_of(), sort if sort in _SORTS else "other").observe(seconds)
+        sort = request.args.get("sort", DEFAULT_SORT)
+        PAGES.labels(request_log.depth_of(), sort if sort in _SORTS else "other").observe(seconds)
     if status == 429:
         RATE_LIMITED.labels("writes" if kind == "write" else "reads").inc()
     route = g.get("read_route")

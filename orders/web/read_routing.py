@@ -1,15 +1,18 @@
 """List reads: where each is read, and where it is read again. One wrapper, applied once.
 
 A view declares itself a list read at its route (@list_read, @streaming_read: orders/web/routes.py);
-install() wraps each such view with `_list_read`, which asks the app's read policy to run it:
+install() wraps each such view with `_list_read`, which reads the list request from the URL once
+(orders/finding/listing.py list_request: the cursor decoded there), asks the app's read policy to
+run the view with it, and hands it to the view as its argument:
 
 - PrimaryReads (one database, or SQLite/MariaDB): a page checks its connection out unpinged and
   runs once more when its first statement found the pooled connection dead (what a ping would
   have caught). The export (a stream) is left as it is.
 - ReplicaReads (DATABASE_REPLICA_URLS on PostgreSQL, orders/data/replicas/): before the view, a
-  node is chosen by the cursor's and the client's WAL positions and the page's transaction begins
-  there; a replica lost during the page runs the view again on another node. After the view,
-  Server-Timing names the node, and a write's position goes back to its client (cookie, header).
+  node is chosen by the WAL positions of the list request's cursor and of the client, the page's
+  transaction begins there, and the list request is stamped with the position it is read at (its
+  cursors carry it on); a replica lost during the page runs the view again on another node.
+  After the view, Server-Timing names the node, and a write's position goes back to its client.
 
 A read is harmless to run twice, so neither policy shows the reader an error it can avoid.
 """
@@ -29,9 +32,8 @@ from sqlalchemy.exc import DBAPIError
 from orders.data.db import get_session, open_read_session, unpinged_checkouts
 from orders.data.replicas.lsn import PAGE_LSN_SQL, PRIMARY_LSN_SQL, parse_lsn
 from orders.data.replicas.router import Route, Router
-from orders.finding.positions import codec
+from orders.finding.listing import ListRequest, list_request
 from orders.web.routes import ReadKind, read_kind
-from pagination import PaginationError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ View = Callable[..., Any]
 
 
 class ReadPolicy(Protocol):
-    def run(self, view: View, kind: ReadKind, kwargs: dict[str, Any]) -> Any: ...
+    def run(self, view: View, kind: ReadKind, listing: ListRequest) -> Any: ...
 
 
 def install(app: Flask) -> None:
@@ -59,9 +61,9 @@ def install(app: Flask) -> None:
 
 def _list_read(view: View, kind: ReadKind) -> View:
     @functools.wraps(view)
-    def wrapper(**kwargs: Any) -> Any:
+    def wrapper() -> Any:
         policy: ReadPolicy = current_app.extensions["read_policy"]
-        return policy.run(view, kind, kwargs)
+        return policy.run(view, kind, list_request(request.args))
 
     return wrapper
 
@@ -69,13 +71,13 @@ def _list_read(view: View, kind: ReadKind) -> View:
 class PrimaryReads:
     """Every read on the one database: a page whose pooled connection was dead runs again."""
 
-    def run(self, view: View, kind: ReadKind, kwargs: dict[str, Any]) -> Any:
+    def run(self, view: View, kind: ReadKind, listing: ListRequest) -> Any:
         if kind != "page":
-            return view(**kwargs)
+            return view(listing)
         with unpinged_checkouts():
             open_read_session()
             try:
-                return view(**kwargs)
+                return view(listing)
             except DBAPIError as err:
                 # Only a connection found dead by its first statement, where a ping would have
                 # found it: a disconnect later in the read is an outage (503), not retried.
@@ -83,7 +85,7 @@ class PrimaryReads:
                     raise
                 log.info("a pooled connection was dead, read again on a fresh one: %s", str(err)[:200])
                 get_session().rollback()
-                return view(**kwargs)
+                return view(listing)
 
 
 class ReplicaReads:
@@ -94,33 +96,18 @@ class ReplicaReads:
     def __init__(self, router: Router) -> None:
         self.router = router
 
-    def run(self, view: View, kind: ReadKind, kwargs: dict[str, Any]) -> Any:
+    def run(self, view: View, kind: ReadKind, listing: ListRequest) -> Any:
         # Only GET: everything else (HEAD included) stays on the primary, as writes do.
-        if request.method == "GET":
-            _begin_read(kind, exclude=set())
+        read = _begin_read(kind, listing, exclude=set()) if request.method == "GET" else listing
         try:
-            return view(**kwargs)
+            return view(read)
         except DBAPIError as err:
             route: Route | None = g.get("read_route")
             if route is None or route.node.primary or not err.connection_invalidated:
                 raise
             self.router.mark_down(route.node, err)
             get_session().rollback()
-            _begin_read(kind, exclude={route.node.name})
-            return view(**kwargs)
-
-
-def _cursor_lsn() -> tuple[int | None, bool]:
-    """The position stamped in the request's cursor, and whether a cursor was given at all."""
-    values = request.args.getlist("after") + request.args.getlist("before")
-    if len(values) != 1:
-        return None, False  # no cursor (a first page), or a request the view will refuse
-    try:
-        position = codec().decode(values[0])
-    except PaginationError:
-        return None, True  # the view answers 400; route it like any other read
-    g.cursor_positions = {values[0]: position}  # the page reuses it (orders/finding/listing.py)
-    return parse_lsn(position.meta.get("lsn")), True
+            return view(_begin_read(kind, listing, exclude={route.node.name}))
 
 
 def _client_lsn() -> int | None:
@@ -130,10 +117,12 @@ def _client_lsn() -> int | None:
     return max(known) if known else None
 
 
-def _begin_read(kind: ReadKind, exclude: set[str]) -> None:
-    """Choose the node for this read and start the page's transaction there."""
+def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> ListRequest:
+    """Choose the node for this read, start the page's transaction there, and give back the list
+    request stamped with the WAL position it is read at (its cursors carry it to the next page)."""
     router: Router = current_app.extensions["router"]
-    cursor_lsn, has_cursor = _cursor_lsn()
+    has_cursor = listing.position is not None
+    cursor_lsn = parse_lsn(listing.position.meta.get("lsn")) if listing.position is not None else None
     client_lsn = _client_lsn()
     needs = [p for p in (cursor_lsn, client_lsn) if p is not None]
     need = max(needs) if needs else None
@@ -141,7 +130,6 @@ def _begin_read(kind: ReadKind, exclude: set[str]) -> None:
     # page: only a replica within REPLICA_MAX_LAG_MS may read it.
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
-    session.info["cursor_positions"] = g.pop("cursor_positions", {})
     streaming = kind == "stream"
     node = router.choose(need, first_page=first_page, exclude=exclude)
     fresh_retry = True
@@ -180,10 +168,11 @@ def _begin_read(kind: ReadKind, exclude: set[str]) -> None:
         if parse_lsn(lsn) is not None:
             route.lsn = lsn
             if not streaming:
-                session.info["cursor_meta"] = {"lsn": lsn}
+                listing = listing.read_at({"lsn": lsn})
         break
     node.pages += 1
     route.seconds = time.perf_counter() - route.started
+    return listing
 
 
 def _after(response: Response) -> Response:

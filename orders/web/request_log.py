@@ -23,6 +23,10 @@ from typing import Any
 
 from flask import Flask, Response, current_app, g, has_request_context, request
 
+from orders.finding.sorts import DEFAULT_SORT
+from orders.web import htmx
+from orders.web.routes import read_kind
+
 HEADER = "X-Request-ID"
 # What an id from the front (or a client reaching a server directly) may look like: haproxy's
 # format is hex and dashes; anything else (too long, spaces, quotes, newlines: a forged log line)
@@ -70,9 +74,31 @@ def _finish(response: Response) -> Response:
     return response
 
 
-def _fields(response: Response) -> dict[str, Any]:
-    from orders.web.metrics import depth_of, request_kind  # the same labels as the metrics
+# What a request is, as its log line and the metrics (orders/web/metrics.py) label it.
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
+
+def request_kind() -> str:
+    """page, fragment, api, export, write or other: the label every request is counted under."""
+    if request.method in _WRITES:
+        return "write"
+    view = current_app.view_functions.get(request.endpoint or "")
+    kind = read_kind(view)
+    if kind == "stream":
+        return "export"
+    if request.path.startswith("/api/"):
+        return "api"
+    if kind == "page":
+        return "fragment" if htmx.wants_fragment() else "page"
+    return "other"
+
+
+def depth_of() -> str:
+    """first: no cursor (the top of a list, or a jump); deep: a page after or before a cursor."""
+    return "deep" if "after" in request.args or "before" in request.args else "first"
+
+
+def _fields(response: Response) -> dict[str, Any]:
     session = g.get("db_session")
     route = g.get("read_route")
     engine = current_app.extensions.get("engine")
@@ -92,7 +118,7 @@ def _fields(response: Response) -> dict[str, Any]:
         fields["rows"] = rows
     if kind in ("page", "fragment", "api"):
         fields["depth"] = depth_of()
-        fields["sort"] = request.args.get("sort", "newest")[:40]
+        fields["sort"] = request.args.get("sort", DEFAULT_SORT)[:40]
     return fields
 
 
