@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from decimal import Decimal
@@ -22,7 +23,10 @@ from playwright.sync_api import Page, Request, Response
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
-from devtools.cluster import Cluster, ClusterUnavailable, Databases, cluster, databases
+from devtools.cluster import Cluster, ClusterUnavailable, Databases, databases
+from devtools.cluster import cluster as start_cluster
+from devtools.failover import Readers, Writers
+from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.replicas.lsn import parse_lsn
 from orders.finding.sorts import KEYSETS
@@ -57,7 +61,9 @@ def module_cluster(log_dir: Path, **options: Any) -> Iterator[Cluster]:
     """The module's cluster; unavailable (a loud skip, a failure under CI=true) without Patroni,
     etcd, PostgreSQL's server binaries or haproxy."""
     try:
-        with cluster(app_servers=2, workers=2, threads=2, env=APP_ENV, log_dir=log_dir, **options) as running:
+        with start_cluster(
+            app_servers=2, workers=2, threads=2, env=APP_ENV, log_dir=log_dir, **options
+        ) as running:
             yield running
     except ClusterUnavailable as err:
         unavailable("the Patroni + etcd + haproxy cluster", str(err))
@@ -72,6 +78,57 @@ def module_databases(*, nodes: int, synchronous: bool) -> Iterator[Databases]:
             yield running
     except ClusterUnavailable as err:
         unavailable("a Patroni cluster (PostgreSQL, etcd, patroni)", str(err))
+
+
+# The fixtures of a module that runs its tests on one cluster (tests/test_cluster.py,
+# tests/test_failover.py): `from .cluster_support import cluster, orders, primary` makes them the
+# module's own (module scope: one cluster per module, started by its first test).
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    with module_cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def primary(cluster: Cluster) -> Iterator[Engine]:
+    """An engine on the leader's database (the writes tests make beside the app)."""
+    engine = make_engine(cluster.databases.primary_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def orders(cluster: Cluster, primary: Engine) -> list[int]:
+    """SEED orders on every node: each node up (a test may have stopped one), replay running on
+    every standby (a test may have paused one), the rows replayed everywhere."""
+    for node in cluster.databases.nodes:
+        node.start()  # a node a test stopped (no-op for a running one)
+    cluster.databases.wait_healthy()
+    for node in cluster.databases.standbys:
+        node.resume_replay()
+    return reseed(cluster, primary)
+
+
+@contextmanager
+def traffic(
+    url: str, *, before: int = 20, idempotency_keys: bool = False
+) -> Iterator[tuple[Readers, Writers]]:
+    """API readers walking and writers writing through the front, running once `before` writes
+    were acknowledged (within 60 s, else the test fails), stopped on the way out."""
+    readers, writers = Readers(url), Writers(url, idempotency_keys=idempotency_keys)
+    readers.start()
+    writers.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(writers.created) < before:
+            assert time.monotonic() < deadline, f"{len(writers.created)} writes acknowledged in 60 s"
+            time.sleep(0.05)
+        yield readers, writers
+    finally:
+        writers.stop()
+        readers.stop()
 
 
 def clear_orders(dbs: Databases) -> None:

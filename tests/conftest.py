@@ -19,6 +19,9 @@ from sqlalchemy.orm import Session
 from orders.data.db import make_engine, migrate
 from pagination import CursorCodec
 
+# One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
+# `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
+from .cluster_support import cluster, orders, primary  # noqa: F401
 from .databases import APP_ENGINES, SERVERS, throwaway_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 from .live import REMOTE_URL, LiveServer

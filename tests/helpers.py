@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import Engine, delete, select, text
 from sqlalchemy.orm import Session
@@ -160,3 +162,15 @@ def partitions_watched(coordinator: Engine, count: int) -> Iterator[list[float]]
     finally:
         watching.set()
         watcher.join()
+
+
+def link(html: str, rel: str) -> str | None:
+    """The URL of a page's rel=next/prev link, or of its "Load more" GET form (its hidden fields)."""
+    match = re.search(rf'href="([^"]+)" rel="{rel}"', html)
+    if match:
+        return match.group(1).replace("&amp;", "&")
+    form = re.search(r'<form method="get" action="([^"]+)"[^>]*data-load-more>(.*?)</form>', html, re.S)
+    if rel != "next" or not form:
+        return None
+    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]+)">', form.group(2))
+    return form.group(1) + "?" + urlencode(fields)

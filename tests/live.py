@@ -246,6 +246,14 @@ def local_only(target: Any, why: str) -> None:
 # --- What the browser tests read off the screen ---------------------------------------------
 
 ROWS = "#rows > tr[data-id]"
+# The share of the viewport stuck at the top: the find bar's visible part and, on tables, the
+# column headers (tests/test_browser_phone.py, tests/test_browser_landscape.py).
+COVERED = """() => {
+  const bar = document.getElementById('find-bar').getBoundingClientRect();
+  const head = document.querySelector('#orders thead th');
+  const headBottom = head && head.getClientRects().length ? head.getBoundingClientRect().bottom : 0;
+  return Math.max(bar.bottom, headBottom, 0) / innerHeight;
+}"""
 
 
 def engine_of(live: Any) -> Any:

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from .helpers import seed
-from .live import ROWS, engine_of, local_only
+from .live import COVERED, ROWS, engine_of, local_only
 
 pytestmark = pytest.mark.browser
 
@@ -17,12 +17,6 @@ LANDSCAPE = {"844x390": {"width": 844, "height": 390}, "740x360": {"width": 740,
 # How far down the screen the site header and the find bar reach, as a share of its height.
 BAR_BOTTOM = "() => document.getElementById('find-bar').getBoundingClientRect().bottom / innerHeight"
 # The same with the column headers, while reading (the bar tucked).
-COVERED = """() => {
-  const bar = document.getElementById('find-bar').getBoundingClientRect();
-  const head = document.querySelector('#orders thead th');
-  const headBottom = head && head.getClientRects().length ? head.getBoundingClientRect().bottom : 0;
-  return Math.max(bar.bottom, headBottom, 0) / innerHeight;
-}"""
 
 
 def landscape(browser: Browser, live, size: str) -> Page:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from .helpers import add_orders, seed
-from .live import FIRST_IN_VIEW, INSET, ROWS, engine_of, local_only, settled
+from .live import COVERED, FIRST_IN_VIEW, INSET, ROWS, engine_of, local_only, settled
 
 pytestmark = pytest.mark.browser
 
@@ -28,13 +28,6 @@ VIEWPORTS = {
     "laptop": {"width": 1280, "height": 800},
 }
 PHONE = VIEWPORTS["portrait phone"]
-# What stays stuck at the top: the bar's visible part and, on tables, the column headers.
-COVERED = """() => {
-  const bar = document.getElementById('find-bar').getBoundingClientRect();
-  const head = document.querySelector('#orders thead th');
-  const headBottom = head && head.getClientRects().length ? head.getBoundingClientRect().bottom : 0;
-  return Math.max(bar.bottom, headBottom, 0) / innerHeight;
-}"""
 TUCKED = "() => document.documentElement.classList.contains('bar-tucked')"
 
 

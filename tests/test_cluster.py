@@ -20,7 +20,6 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import ExitStack
 from decimal import Decimal
 from pathlib import Path
@@ -33,7 +32,6 @@ from sqlalchemy.orm import Session
 
 from devtools.cluster import Cluster, haproxy
 from devtools.gunicorn import gunicorn
-from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.replicas.lsn import parse_lsn
 from orders.web.read_routing import HEADER
@@ -47,8 +45,6 @@ from .cluster_support import (
     Walk,
     expected_ids,
     kill_app_server,
-    module_cluster,
-    reseed,
     screen_ids,
     scroll,
     served,
@@ -63,34 +59,12 @@ pytestmark = PATRONI_GROUP
 _RETRIED = re.compile(r" \d+/\d+/\d+/\d+/\+?[1-9]\d* ")
 
 
-@pytest.fixture(scope="module")
-def cl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_cluster(tmp_path_factory.mktemp("cluster")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def primary(cl: Cluster) -> Iterator[Engine]:
-    engine = make_engine(cl.databases.primary_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def orders(cl: Cluster, primary: Engine) -> list[int]:
-    """SEED orders, three a minute, replayed on both standbys; every node up, replay running."""
-    for node in cl.databases.nodes:
-        node.start()  # a node a test stopped (no-op for a running one)
-    cl.databases.wait_healthy()
-    for node in cl.databases.standbys:
-        node.resume_replay()
-    return reseed(cl, primary)
-
-
-def test_walk_while_writing_with_a_replica_paused_mid_walk(cl: Cluster, orders: list[int], primary: Engine):
-    standby = cl.databases.standbys[1]
-    paused = cl.databases.router_name(standby)
-    walk = Walk(cl.url)
+def test_walk_while_writing_with_a_replica_paused_mid_walk(
+    cluster: Cluster, orders: list[int], primary: Engine
+):
+    standby = cluster.databases.standbys[1]
+    paused = cluster.databases.router_name(standby)
+    walk = Walk(cluster.url)
     deleted: set[int] = set()
     stop = threading.Event()
     writes = Counter()
@@ -142,10 +116,10 @@ def test_walk_while_writing_with_a_replica_paused_mid_walk(cl: Cluster, orders: 
 
 
 def test_rows_written_before_a_walk_all_appear_though_a_replica_is_paused(
-    cl: Cluster, orders: list[int], primary: Engine
+    cluster: Cluster, orders: list[int], primary: Engine
 ):
-    standby = cl.databases.standbys[1]
-    paused = cl.databases.router_name(standby)
+    standby = cluster.databases.standbys[1]
+    paused = cluster.databases.router_name(standby)
     standby.pause_replay()
     try:
         # Spread over the whole list: newer than every row (first page), inside, older than all.
@@ -166,12 +140,12 @@ def test_rows_written_before_a_walk_all_appear_though_a_replica_is_paused(
         newest = new[0]  # five minutes newer than any other row
         first_pages = Counter()
         for _ in range(12):
-            response = requests.get(f"{cl.url}/api/orders", params={"limit": 5}, timeout=30)
+            response = requests.get(f"{cluster.url}/api/orders", params={"limit": 5}, timeout=30)
             first_pages[served(response)[0]] += 1
             assert newest in [int(item["id"]) for item in response.json()["items"]]
         assert first_pages[paused] == 0, first_pages
         for sort in ("newest", "oldest", "amount"):
-            walk = Walk(cl.url, sort).run()
+            walk = Walk(cluster.url, sort).run()
             walk.check(set(orders) | set(new))
             assert walk.ids == expected_ids(primary, sort)
             assert paused not in {n for n, _ in walk.pages}
@@ -179,13 +153,13 @@ def test_rows_written_before_a_walk_all_appear_though_a_replica_is_paused(
         standby.resume_replay()
 
 
-def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]):
+def test_read_your_writes_through_paused_replicas(cluster: Cluster, orders: list[int]):
 
     # A generous REPLICA_MAX_LAG_MS: paused replicas stay eligible for first pages, so only the
     # write's position can send this client's reads elsewhere.
     app = make_app(
-        cl.databases.primary_url,
-        DATABASE_REPLICA_URLS=cl.databases.replica_urls,
+        cluster.databases.primary_url,
+        DATABASE_REPLICA_URLS=cluster.databases.replica_urls,
         REPLICA_MAX_LAG_MS=600_000,
     )
     # First reads until the app has seen the replicas caught up (autovacuum may write to the
@@ -194,7 +168,7 @@ def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]
     while "replica" not in app.test_client().get("/api/orders").headers["Server-Timing"]:
         assert time.monotonic() < deadline, "the replicas never caught up"
         time.sleep(0.05)
-    for node in cl.databases.standbys:
+    for node in cluster.databases.standbys:
         node.pause_replay()
     try:
         writer = app.test_client()
@@ -225,23 +199,23 @@ def test_read_your_writes_through_paused_replicas(cl: Cluster, orders: list[int]
         assert "replica" in other.headers["Server-Timing"]
         assert order_id not in [o["id"] for o in other.get_json()["items"]]
     finally:
-        for node in cl.databases.standbys:
+        for node in cluster.databases.standbys:
             node.resume_replay()
         app.extensions["router"].dispose()
         app.extensions["engine"].dispose()
 
 
-def test_key_rotation_mid_walk_across_two_app_servers(cl: Cluster, orders: list[int], tmp_path: Path):
+def test_key_rotation_mid_walk_across_two_app_servers(cluster: Cluster, orders: list[int], tmp_path: Path):
     """Rotation in two steps across app servers: old key + new fallback, then new key + old fallback.
     Mid-rotation the servers hold different lists, and a walk alternating between them goes on."""
     old, new = "old-" + SECRET, "new-" + SECRET
-    base_env = {"DATABASE_REPLICA_URLS": cl.databases.replica_urls, "PAGE_SIZE": "20"}
+    base_env = {"DATABASE_REPLICA_URLS": cluster.databases.replica_urls, "PAGE_SIZE": "20"}
     with ExitStack() as stack:
 
         def server(key: str, fallbacks: str, name: str) -> str:
             env = {**base_env, "SECRET_KEY": key, "SECRET_KEY_FALLBACKS": fallbacks}
             url, _ = stack.enter_context(
-                gunicorn(cl.databases.primary_url, log_path=tmp_path / name, workers=1, env=env)
+                gunicorn(cluster.databases.primary_url, log_path=tmp_path / name, workers=1, env=env)
             )
             return url
 
@@ -267,11 +241,11 @@ def test_key_rotation_mid_walk_across_two_app_servers(cl: Cluster, orders: list[
 
 
 @pytest.mark.browser
-def test_replica_stopped_mid_scroll_in_chromium(cl: Cluster, orders: list[int], page: Page):
-    standby = cl.databases.standbys[0]
-    stopped = cl.databases.router_name(standby)
+def test_replica_stopped_mid_scroll_in_chromium(cluster: Cluster, orders: list[int], page: Page):
+    standby = cluster.databases.standbys[0]
+    stopped = cluster.databases.router_name(standby)
     failures = watch_failures(page)
-    page.goto(f"{cl.url}/orders")
+    page.goto(f"{cluster.url}/orders")
     expect(page.locator(ROWS).first).to_be_attached()
     scroll(page, lambda: page.locator(ROWS).count() >= 120, steps=400)
     standby.stop()  # Patroni stops its PostgreSQL and exits
@@ -288,14 +262,14 @@ def test_replica_stopped_mid_scroll_in_chromium(cl: Cluster, orders: list[int], 
     nodes: set[str] = set()
     while stopped not in nodes:
         assert time.monotonic() < deadline, f"{stopped} never came back into rotation"
-        response = requests.get(f"{cl.url}/api/orders", timeout=30)
+        response = requests.get(f"{cluster.url}/api/orders", timeout=30)
         assert response.status_code == 200, response.text  # stale pooled connections are retried
         nodes.add(served(response)[0])
         time.sleep(0.05)
 
 
 @pytest.mark.browser
-def test_app_server_killed_mid_scroll(cl: Cluster, orders: list[int], page: Page, tmp_path: Path):
+def test_app_server_killed_mid_scroll(cluster: Cluster, orders: list[int], page: Page, tmp_path: Path):
     """kill -9 of one app server while Chromium scrolls and API readers page: haproxy sends the
     requests the dead server never answered to the other one (retry-on empty-response and
     conn-failure, option redispatch), so no reader sees an error. This test's own two app servers
@@ -304,13 +278,13 @@ def test_app_server_killed_mid_scroll(cl: Cluster, orders: list[int], page: Page
         servers = [
             stack.enter_context(
                 gunicorn(
-                    cl.databases.primary_url,
+                    cluster.databases.primary_url,
                     log_path=tmp_path / f"app{i + 1}.log",
                     workers=2,
                     threads=2,
                     env={
                         **APP_ENV,
-                        "DATABASE_REPLICA_URLS": cl.databases.replica_urls,
+                        "DATABASE_REPLICA_URLS": cluster.databases.replica_urls,
                         "TRUSTED_PROXIES": "1",
                     },
                 )

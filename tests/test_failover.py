@@ -18,7 +18,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from contextlib import suppress
 
 import pytest
@@ -30,7 +29,6 @@ from sqlalchemy.orm import Session
 from devtools.cluster import Cluster
 from devtools.failover import Readers, Writers
 from devtools.patroni import LOOP_WAIT, TTL, Databases, Node
-from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.replicas.lsn import format_lsn
 from orders.web.read_routing import HEADER
@@ -39,11 +37,10 @@ from .cluster_support import (
     PATRONI_GROUP,
     ROWS,
     Walk,
-    module_cluster,
-    reseed,
     screen_ids,
     scroll,
     served,
+    traffic,
     watch_failures,
 )
 
@@ -52,40 +49,18 @@ pytestmark = PATRONI_GROUP
 ANYWHERE_BEYOND = "FFFFFFFF/FFFFFFFF"  # a Read-After-LSN no replica reaches: the primary reads
 
 
-@pytest.fixture(scope="module")
-def fo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with module_cluster(tmp_path_factory.mktemp("failover")) as running:
-        yield running
+def api(cluster: Cluster) -> str:
+    return f"{cluster.url}/api/orders"
 
 
-@pytest.fixture(scope="module")
-def primary(fo: Cluster) -> Iterator[Engine]:
-    engine = make_engine(fo.databases.primary_url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def orders(fo: Cluster, primary: Engine) -> list[int]:
-    """Every node up and streaming, one synchronous standby, SEED orders on all of them."""
-    for node in fo.databases.nodes:
-        node.start()
-    fo.databases.wait_healthy()
-    return reseed(fo, primary)
-
-
-def api(fo: Cluster) -> str:
-    return f"{fo.url}/api/orders"
-
-
-def serves_reads(fo: Cluster, node: Node, timeout: float = 60) -> None:
+def serves_reads(cluster: Cluster, node: Node, timeout: float = 60) -> None:
     """Until a read through haproxy is served by `node` as a replica."""
-    name = fo.databases.router_name(node)
+    name = cluster.databases.router_name(node)
     deadline = time.monotonic() + timeout
     seen: set[str] = set()
     while name not in seen:
         assert time.monotonic() < deadline, f"{node.name} never served a read: {seen}"
-        response = requests.get(api(fo), params={"limit": 5}, timeout=30)
+        response = requests.get(api(cluster), params={"limit": 5}, timeout=30)
         assert response.status_code == 200, response.text
         seen.add(served(response)[0])
         time.sleep(0.05)
@@ -120,31 +95,28 @@ def spanning(readers: Readers, moment: float) -> int:
 
 @pytest.mark.browser
 def test_leader_killed_under_chromium_reader_and_api_writers(
-    fo: Cluster, orders: list[int], primary: Engine, page: Page
+    cluster: Cluster, orders: list[int], primary: Engine, page: Page
 ):
-    dbs = fo.databases
+    dbs = cluster.databases
     failures = watch_failures(page)
-    page.goto(f"{fo.url}/orders")
+    page.goto(f"{cluster.url}/orders")
     expect(page.locator(ROWS).first).to_be_attached()
     scroll(page, lambda: page.locator(ROWS).count() >= 120, steps=400)
     # Cursors taken before the kill: one read on a replica, one on the primary (stamped with the
     # old primary's position), ten pages deep.
-    walk = Walk(fo.url)
+    walk = Walk(cluster.url)
     for _ in range(10):
         walk.step()
-    on_primary = requests.get(api(fo), params={"limit": 20}, headers={HEADER: ANYWHERE_BEYOND}, timeout=30)
+    on_primary = requests.get(
+        api(cluster), params={"limit": 20}, headers={HEADER: ANYWHERE_BEYOND}, timeout=30
+    )
     assert served(on_primary)[0] == "primary"
     cursors = {
         "replica": (walk.cursor, orders[200:220]),
         "primary": (on_primary.json()["next_cursor"], orders[20:40]),
     }
 
-    readers, writers = Readers(fo.url), Writers(fo.url)
-    readers.start()
-    writers.start()
-    try:
-        while len(writers.created) < 20:
-            time.sleep(0.05)
+    with traffic(cluster.url) as (readers, writers):
         old = dbs.primary
         killed_at = time.monotonic()
         old.kill_postmaster()
@@ -158,16 +130,13 @@ def test_leader_killed_under_chromium_reader_and_api_writers(
         recovered_at = writers.wait_for_success_after(killed_at)
         # Old cursors go on, on the new timeline.
         for name, (cursor, expected) in cursors.items():
-            response = requests.get(api(fo), params={"after": cursor, "limit": 20}, timeout=30)
+            response = requests.get(api(cluster), params={"after": cursor, "limit": 20}, timeout=30)
             assert response.status_code == 200, (name, response.text)
             assert [int(o["id"]) for o in response.json()["items"]] == expected, name
         # The old primary is rewound and follows the new one; then it serves reads.
         dbs.wait_healthy()
-        serves_reads(fo, old)
+        serves_reads(cluster, old)
         time.sleep(1)
-    finally:
-        writers.stop()
-        readers.stop()
     assert not failures, failures
     expect(page.locator("#end-of-list")).to_be_attached()
     assert screen_ids(page) == orders
@@ -185,26 +154,18 @@ def test_leader_killed_under_chromium_reader_and_api_writers(
     )
 
 
-def test_switchover_loses_no_request(fo: Cluster, orders: list[int], primary: Engine):
+def test_switchover_loses_no_request(cluster: Cluster, orders: list[int], primary: Engine):
     """A planned switchover: readers see no error; writers send each order with an Idempotency-Key
     and send it again on any answer but 201 (a 503 while no node takes writes), so every order is
     acknowledged, exactly once: the orders in the database are exactly the acknowledged ones."""
-    dbs = fo.databases
-    readers, writers = Readers(fo.url), Writers(fo.url, idempotency_keys=True)
-    readers.start()
-    writers.start()
-    try:
-        while len(writers.created) < 20:
-            time.sleep(0.05)
+    dbs = cluster.databases
+    with traffic(cluster.url, idempotency_keys=True) as (readers, writers):
         old = dbs.primary
         started = time.monotonic()
         new = dbs.switchover()
         writers.wait_for_success_after(time.monotonic())
         dbs.wait_healthy()
         time.sleep(1)
-    finally:
-        writers.stop()
-        readers.stop()
     check_reads(readers, orders)
     assert spanning(readers, started), "no API walk went across the switchover: nothing was tested"
     check_writes(writers, primary)
@@ -220,13 +181,13 @@ def test_switchover_loses_no_request(fo: Cluster, orders: list[int], primary: En
 
 
 def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
-    fo: Cluster, orders: list[int], primary: Engine
+    cluster: Cluster, orders: list[int], primary: Engine
 ):
     """The old primary wrote WAL no standby received (an open transaction's rows, while its WAL
     senders are stopped) and stamped a page with that position; then it died and nothing was
     written since. The new primary's positions are behind the stamp: the cursor's next page must
     neither wait for a position no node will reach nor skip rows."""
-    dbs = fo.databases
+    dbs = cluster.databases
     old = dbs.primary
     senders = [int(pid) for pid in old.sql("SELECT array_agg(pid) FROM pg_stat_replication")]  # type: ignore[attr-defined]
     killed = False
@@ -242,7 +203,7 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
             )
         )  # never committed: it dies with the primary
         time.sleep(0.5)  # the WAL writer writes it out (wal_writer_delay is 200 ms)
-        page = requests.get(api(fo), params={"limit": 20}, headers={HEADER: ANYWHERE_BEYOND}, timeout=30)
+        page = requests.get(api(cluster), params={"limit": 20}, headers={HEADER: ANYWHERE_BEYOND}, timeout=30)
         node, stamp = served(page)
         assert node == "primary" and stamp is not None
         cursor = page.json()["next_cursor"]
@@ -260,7 +221,7 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
     # Opened at once, during the failover: it waits for the new primary (it holds every
     # acknowledged commit) and reads the page there; or, if no primary answered for the whole
     # wait, refuses with 503. It must not wait out its timeout while a primary answers.
-    during = requests.get(api(fo), params={"after": cursor, "limit": 20}, timeout=30)
+    during = requests.get(api(cluster), params={"after": cursor, "limit": 20}, timeout=30)
     answered_at = time.monotonic()
     watcher.join(timeout=60)
     with suppress(Exception):
@@ -277,11 +238,11 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
     # After the failover, with nothing written: every app server reads it on the new primary, and
     # the walk goes on to the end without a gap.
     for _ in range(4):
-        response = requests.get(api(fo), params={"after": cursor, "limit": 20}, timeout=30)
+        response = requests.get(api(cluster), params={"after": cursor, "limit": 20}, timeout=30)
         assert response.status_code == 200, response.text
         assert served(response)[0] == "primary"
         assert [int(o["id"]) for o in response.json()["items"]] == orders[20:40]
-    walk = Walk(fo.url)
+    walk = Walk(cluster.url)
     walk.cursor = cursor
     walk.run()
     assert walk.ids == orders[20:]
@@ -304,21 +265,16 @@ def _watch_for_leader(dbs: Databases, old: Node, seen: list[float]) -> None:
         time.sleep(0.05)
 
 
-def test_leader_and_synchronous_standby_lost(fo: Cluster, orders: list[int], primary: Engine):
+def test_leader_and_synchronous_standby_lost(cluster: Cluster, orders: list[int], primary: Engine):
     """Both nodes that hold every acknowledged commit gone (Patroni and PostgreSQL killed): Patroni
     promotes no one, though the asynchronous replica is healthy and the leader key has expired.
     Writes answer 503 with Retry-After; reads go on from the replica. When the synchronous standby
     is back it is promoted, and no acknowledged write is lost."""
-    dbs = fo.databases
+    dbs = cluster.databases
     old, sync = dbs.primary, dbs.sync_standby()
     assert sync is not None
     (replica,) = [node for node in dbs.nodes if node not in (old, sync)]
-    readers, writers = Readers(fo.url), Writers(fo.url)
-    readers.start()
-    writers.start()
-    try:
-        while len(writers.created) < 10:
-            time.sleep(0.05)
+    with traffic(cluster.url, before=10) as (readers, writers):
         old.kill()
         sync.kill()
         lost_at = time.monotonic()
@@ -327,7 +283,7 @@ def test_leader_and_synchronous_standby_lost(fo: Cluster, orders: list[int], pri
         assert dbs.leader() is None, dbs.members()
         outage = writers.statuses(lost_at, time.monotonic())
         assert outage[503] > 0 and set(outage) == {503}, outage
-        fresh = Walk(fo.url).run()  # a walk started during the outage, on the replica
+        fresh = Walk(cluster.url).run()  # a walk started during the outage, on the replica
         assert fresh.ids[-len(orders) :] == orders
         assert {node for node, _ in fresh.pages} == {dbs.router_name(replica)}
         back_at = time.monotonic()
@@ -336,9 +292,6 @@ def test_leader_and_synchronous_standby_lost(fo: Cluster, orders: list[int], pri
         writers.wait_for_success_after(back_at)
         old.start()
         dbs.wait_healthy()
-    finally:
-        writers.stop()
-        readers.stop()
     check_writes(writers, primary)
     # Readers: a page whose cursor came from a node now gone, past what the replica has, is refused
     # (503, Retry-After) rather than read at an older position; the reader retries it.

@@ -36,7 +36,6 @@ from sqlalchemy import (
     Table,
     case,
     cast,
-    event,
     func,
     insert,
     literal,
@@ -56,7 +55,7 @@ from sqlalchemy.orm import (
 from pagination import Keyset, KeysetError, paginate, start_at
 
 from .databases import ENGINES
-from .library import CODEC, library_engine, unpaged, walk, walk_back
+from .library import CODEC, library_engine, statements_of, unpaged, walk, walk_back
 
 
 class Base(DeclarativeBase):
@@ -268,17 +267,7 @@ def test_a_proven_not_null_term_keeps_the_row_value_seek(engine):
 
 
 def _sent(engine: Engine, run: Callable[[], Any]) -> list[str]:
-    seen: list[str] = []
-
-    def capture(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        run()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-    return seen
+    return [statement for statement, _ in statements_of(engine, run)]
 
 
 @pytest.mark.parametrize("way", ["asc", "desc"])

@@ -37,7 +37,7 @@ from orders.finding.sorts import SORTS
 
 from .databases import APP_ENGINES, throwaway_database
 from .fixtures import CLIENT_LIMITS, make_app
-from .helpers import BASE, add_orders
+from .helpers import BASE, add_orders, link
 
 NAMES = [
     "Ana Souza",
@@ -197,17 +197,6 @@ def expected(
 
 def ids_in(html: str) -> list[int]:
     return [int(i) for i in re.findall(r'<tr id="order-\d+" data-id="(\d+)"', html)]
-
-
-def link(html: str, rel: str) -> str | None:
-    match = re.search(rf'href="([^"]+)" rel="{rel}"', html)
-    if match:
-        return match.group(1).replace("&amp;", "&")
-    form = re.search(r'<form method="get" action="([^"]+)"[^>]*data-load-more>(.*?)</form>', html, re.S)
-    if rel != "next" or not form:
-        return None
-    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]+)">', form.group(2))
-    return form.group(1) + "?" + urlencode(fields)
 
 
 class Refused(Exception):

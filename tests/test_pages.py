@@ -12,23 +12,11 @@ from orders.app import create_app
 from orders.core.settings import SettingsError
 
 from .fixtures import make_app
-from .helpers import BASE, add_orders, delete_orders, seed_ties
+from .helpers import BASE, add_orders, delete_orders, link, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
 VARY = {"HX-Request", "HX-Boosted", "HX-History-Restore-Request"}
-
-
-def link(html: str, rel: str) -> str | None:
-    """The URL of a rel=next/prev link, or of the "Load more" GET form (its hidden fields)."""
-    match = re.search(rf'href="([^"]+)" rel="{rel}"', html)
-    if match:
-        return match.group(1).replace("&amp;", "&")
-    form = re.search(r'<form method="get" action="([^"]+)"[^>]*data-load-more>(.*?)</form>', html, re.S)
-    if rel != "next" or not form:
-        return None
-    fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]+)">', form.group(2))
-    return form.group(1) + "?" + "&".join(f"{k}={v}" for k, v in fields)
 
 
 def vary(response) -> set[str]:
