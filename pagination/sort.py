@@ -6,7 +6,7 @@ A sort knows nothing of statements or engines: the SQL a page adds to a statemen
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
@@ -92,6 +92,38 @@ def _term(term: Any, sort: str) -> Term:
     return Term(term, found["descending"], str(getattr(term, "key", None) or term), found["nulls"])
 
 
+def order_clauses(
+    terms: Sequence[Term],
+    exprs: Sequence[ColumnElement[Any]] | None = None,
+    *,
+    backward: bool = False,
+    first: int = 0,
+    nullable: Sequence[bool] | None = None,
+    nulls_clause: bool = False,
+) -> tuple[ColumnElement[Any], ...]:
+    """The one ORDER BY of a sort's terms (of `exprs` in their place, e.g. a subquery's columns),
+    from term `first` on, reversed when `backward`: every unpaged query's (Keyset.order_by) and
+    every read's (statement.py). A term with its NULLs placed explicitly that may be NULL (all of
+    them unless `nullable` says which) is ordered by ``(term IS NULL)`` first, or, with
+    `nulls_clause` (an engine that has it), by NULLS FIRST/LAST; other NULLs go where the
+    engine puts them."""
+    clauses: list[ColumnElement[Any]] = []
+    for i, t in enumerate(terms):
+        if i < first:
+            continue
+        expr = t.expr if exprs is None else exprs[i]
+        clause = expr.desc() if t.descending != backward else expr.asc()
+        if t.nulls is not None and (nullable is None or nullable[i]):
+            last = (t.nulls == "last") != backward
+            if nulls_clause:
+                clause = clause.nulls_last() if last else clause.nulls_first()
+            else:
+                is_null = expr.is_(None)
+                clauses.append(is_null.asc() if last else is_null.desc())
+        clauses.append(clause)
+    return tuple(clauses)
+
+
 def columns_in(expr: ColumnElement[Any]) -> list[ColumnClause[Any]]:
     """The columns (of tables, aliases, subqueries) an expression reads."""
     return [e for e in visitors.iterate(expr) if isinstance(e, ColumnClause) and e.table is not None]
@@ -147,36 +179,10 @@ class Keyset:
         self.cached(("dialect", dialect.name), check)
 
     def order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
-        """ORDER BY clauses of the whole order for an unpaged query (reversed when `backward`).
-        Explicitly placed NULLs are ordered by ``(term IS NULL)`` first, the same on every
-        engine (MariaDB has no NULLS FIRST/LAST); other NULLs go where the engine puts them."""
-
-        def build() -> tuple[ColumnElement[Any], ...]:
-            clauses: list[ColumnElement[Any]] = []
-            for t in self.columns:
-                if t.nulls is not None:
-                    is_null = t.expr.is_(None)
-                    clauses.append(is_null.asc() if (t.nulls == "last") != backward else is_null.desc())
-                clauses.append(t.expr.desc() if t.descending != backward else t.expr.asc())
-            return tuple(clauses)
-
-        return self.cached(("order_by", backward), build)
-
-    def part_order_by(self, *, backward: bool = False) -> tuple[ColumnElement[Any], ...]:
-        """The terms as they were given (direction and explicit NULL placement), reversed when
-        `backward`: ``Keyset(name, *sort.part_order_by())`` is the same sort."""
-
-        def build() -> tuple[ColumnElement[Any], ...]:
-            clauses = []
-            for t in self.columns:
-                clause = t.expr.desc() if t.descending != backward else t.expr.asc()
-                if t.nulls is not None:
-                    first = (t.nulls == "first") != backward
-                    clause = clause.nulls_first() if first else clause.nulls_last()
-                clauses.append(clause)
-            return tuple(clauses)
-
-        return self.cached(("part_order_by", backward), build)
+        """ORDER BY clauses of the whole order for an unpaged query (reversed when `backward`),
+        the same on every engine: explicitly placed NULLs are ordered by ``(term IS NULL)``
+        first (MariaDB has no NULLS FIRST/LAST); other NULLs go where the engine puts them."""
+        return self.cached(("order_by", backward), lambda: order_clauses(self.columns, backward=backward))
 
     def accept(self, position: Position, *, direction: str, filters: str) -> tuple[Any, ...]:
         """The key values of a position, ready to bind; refuses one made for another sort,

@@ -50,7 +50,7 @@ from .lineage import (
     statement_keys,
     unlabel,
 )
-from .sort import SEEK_FORMS, Keyset, SeekForm, Term
+from .sort import SEEK_FORMS, Keyset, SeekForm, Term, order_clauses
 from .values import to_cursor
 
 _T = TypeVar("_T")
@@ -174,21 +174,15 @@ class Plan:
     def _order_by(
         self, exprs: Sequence[ColumnElement[Any]] | None, backward: bool, first: int
     ) -> tuple[ColumnElement[Any], ...]:
-        clauses: list[ColumnElement[Any]] = []
-        for i, t in enumerate(self.sort.columns):
-            if i < first:
-                continue
-            expr = t.expr if exprs is None else exprs[i]
-            clause = expr.desc() if t.descending != backward else expr.asc()
-            if t.nulls is not None and self.nullable[i]:  # explicit placement, not the engine's
-                last = self.nulls_after[i] != backward
-                if self.dialect in ("mysql", "mariadb"):  # no NULLS FIRST/LAST there
-                    is_null = expr.is_(None)
-                    clauses.append(is_null.asc() if last else is_null.desc())
-                else:
-                    clause = clause.nulls_last() if last else clause.nulls_first()
-            clauses.append(clause)
-        return tuple(clauses)
+        # MariaDB/MySQL have no NULLS FIRST/LAST: (term IS NULL) first there.
+        return order_clauses(
+            self.sort.columns,
+            exprs,
+            backward=backward,
+            first=first,
+            nullable=self.nullable,
+            nulls_clause=self.dialect not in ("mysql", "mariadb"),
+        )
 
     # --- the seek predicate -------------------------------------------------------------------
 
