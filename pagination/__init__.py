@@ -30,7 +30,7 @@ from .paging import cursor_side, end_at, iterate, iterate_ranges, keyset_select,
 from .results import Batch, Page, Range
 from .sort import Keyset, SeekForm
 
-__version__ = "1.0.0"  # the distribution's version (pagination/pyproject.toml)
+__version__ = "2.0.0"  # the distribution's version (pagination/pyproject.toml)
 
 __all__ = [
     "AFTER",
