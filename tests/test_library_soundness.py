@@ -36,11 +36,13 @@ from sqlalchemy import (
     Table,
     case,
     cast,
+    delete,
     func,
     insert,
     literal,
     select,
     union_all,
+    update,
 )
 from sqlalchemy.orm import (
     DeclarativeBase,
@@ -60,6 +62,14 @@ from .library import CODEC, library_engine, statements_of, unpaged, walk, walk_b
 
 class Base(DeclarativeBase):
     pass
+
+
+class Ranked(Base):
+    """Rows whose sort value another connection changes while a session holds them."""
+
+    __tablename__ = "lib_sound_ranked"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    rank: Mapped[int] = mapped_column(Integer)
 
 
 class Doc(Base):
@@ -369,3 +379,34 @@ def test_statements_once_refused_page_exactly(engine):
             for limit in (1, 3, 7):
                 found, detail = outcome(session, stmt, sort, limit)
                 assert found == "exact", f"{what}: outcome={found}: {detail}"
+
+
+def test_key_values_come_from_the_database_not_from_a_stale_identity_map(engine):
+    """A session that keeps its objects across transactions (expire_on_commit=False, common in
+    web apps) holds a row whose sort value another connection has changed since: the ORM returns
+    the object it holds, with the old value, for the new row. A cursor made from the object's
+    attribute (as sqlakeyset makes it) would start the next page at the old value and skip every
+    row between; the library reads the key values the database returned (labelled columns), so
+    the walk gathers every row once. This is why a page selects its key columns again, a cost
+    measured in the benchmark (pagination/README.md, "Speed beside sqlakeyset")."""
+    sort = Keyset("ranked", Ranked.rank, Ranked.id)
+    with engine.begin() as conn:
+        conn.execute(delete(Ranked))
+        conn.execute(insert(Ranked), [{"id": i, "rank": 10 * i} for i in range(1, 21)])
+    try:
+        with Session(engine, expire_on_commit=False) as session:
+            held = {r.id: r for r in session.scalars(select(Ranked))}
+            session.commit()  # the objects stay in the identity map, unexpired
+            with engine.begin() as conn:  # another writer moves row 20 (rank 200) to third place
+                conn.execute(update(Ranked).where(Ranked.id == 20).values(rank=25))
+            first = paginate(session, select(Ranked), sort, limit=3, codec=CODEC)
+            assert [r.id for r in first.items] == [1, 2, 20]
+            assert held[20].rank == 200, "the ORM refreshed a held object: nothing is tested"
+            seen, page = [r.id for r in first.items], first
+            while page.has_more:
+                page = paginate(session, select(Ranked), sort, limit=3, codec=CODEC, after=page.next_cursor)
+                seen += [r.id for r in page.items]
+        assert seen == [1, 2, 20, *range(3, 20)], seen
+    finally:
+        with engine.begin() as conn:
+            conn.execute(delete(Ranked))
