@@ -16,6 +16,8 @@ production gunicorn runs behind the front in deploy/haproxy.cfg (docs/operations
 waits for a slow client's headers or body, so a few slowloris connections would hold them all.
 """
 
+import inspect
+import json
 import logging
 import multiprocessing
 import os
@@ -23,10 +25,13 @@ import re
 import shutil
 import sys
 import tempfile
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from orders.core.errors import RETRY_AFTER_SECONDS
+import gunicorn.util
+
+from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
 from orders.core.settings import PRODUCTION, SENDFILE_YES, default_workers, load_or_exit
 from serve import started_here
 
@@ -73,6 +78,34 @@ keepalive = RETRY_AFTER_SECONDS + 5
 limit_request_line = 8190
 limit_request_fields = 128
 limit_request_field_size = 8190
+
+
+# gunicorn's own refusals (a request it cannot parse, a request line over 8190 bytes, too many
+# header fields, an Expect it does not know, a transfer coding it does not take) were its HTML
+# pages with statuses the app never gives (414, 417, 431, 501): here they are the app's JSON error,
+# 400 `bad_request` (as the front answers the same requests), and its own failure is the app's 500
+# `internal_error`. The front passes some of them on (a NUL in a header value, an Expect).
+def json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn.util.write_error's replacement (gunicorn has no hook for its error answers)."""
+    code = "internal_error" if status_int == 500 else "bad_request"
+    kind = ERRORS[code]
+    said = f"{reason}: {mesg}" if mesg else reason
+    message = (
+        "the server failed" if code == "internal_error" else f"the request cannot be read ({said[:200]})"
+    )
+    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()
+    phrase = HTTPStatus(kind.status).phrase
+    head = (
+        f"HTTP/1.1 {kind.status} {phrase}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Cache-Control: no-cache\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    gunicorn.util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+# Loudly, at start, if a new gunicorn release moved what is replaced here.
+if list(inspect.signature(gunicorn.util.write_error).parameters) != ["sock", "status_int", "reason", "mesg"]:
+    raise RuntimeError("gunicorn.util.write_error changed: revisit gunicorn.conf.py json_error")
+gunicorn.util.write_error = json_error
 
 
 # Metrics (orders/web/metrics.py): every worker writes its values into files in one directory

@@ -50,6 +50,37 @@ def _answer(code: str, message: str, condition: str, extra: str = "") -> str:
     )
 
 
+def _body(code: str, message: str) -> str:
+    """The app's JSON error, quoted for a haproxy string."""
+    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":"))
+    return body.replace("\\", "\\\\").replace('"', '\\"')
+
+
+# A whole HTTP response (haproxy's errorfile), relative to the recipe's directory (`default-path
+# config`): the app's 503 for the front's 502 and 504.
+UNAVAILABLE_FILE = "errors/unavailable.http"
+
+
+def error_files() -> dict[str, bytes]:
+    """The error files the recipe names, by path relative to deploy/, from the app's tables."""
+    from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
+
+    kind = ERRORS["unavailable"]
+    body = json.dumps(
+        {"error": {"code": "unavailable", "message": "no app server answered; retry in a few seconds"}},
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        f"HTTP/1.1 {kind.status} Service Unavailable\r\n"
+        "Content-Type: application/json\r\n"
+        f"Retry-After: {RETRY_AFTER_SECONDS}\r\n"
+        "Cache-Control: no-cache\r\n"
+        "Connection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return {UNAVAILABLE_FILE: head.encode() + body}
+
+
 def generated_rules() -> str:
     """The recipe's lines between the markers: every answer the front gives itself, in the app's
     JSON error format (orders/core/errors.py) with its headers, and the body limit of orders/core/settings.py.
@@ -68,6 +99,9 @@ def generated_rules() -> str:
         {"error": {"code": "unavailable", "message": "no app server is free; retry in a few seconds"}},
         separators=(",", ":"),
     ).replace('"', '\\"')
+    timeout = _body("request_timeout", "the body did not arrive within 10 s")
+    internal = _body("internal_error", "the front failed to pass the request on")
+    assert ERRORS["request_timeout"].status == 408 and ERRORS["internal_error"].status == 500
     return "".join(
         [
             "    # Bodies announced larger than the app takes: refused before a byte of them is read.\n",
@@ -118,12 +152,23 @@ def generated_rules() -> str:
             "    http-request wait-for-body time 10s\n",
             "    # A chunked body announces no length: counted once it is in.\n",
             _answer("payload_too_large", too_large, f"{{ req.body_size gt {limit} }}"),
-            "    # haproxy's own refusal of a request it cannot parse (more than tune.http.maxhdr\n",
-            "    # headers, a malformed line): the app's JSON too.\n",
+            "    # The front's own answers, each the app's JSON error. haproxy 2.6 applies these to what\n",
+            "    # its rules and queues answer, not to its HTTP parser's refusals (a malformed head or\n",
+            "    # chunk, a head not in within `timeout http-request`): those stay its built-in HTML\n",
+            "    # (haproxy issue 3032, fixed in 3.2; docs/security.md lists them).\n",
             f'    http-error status 400 content-type application/json string "{malformed}"\n',
-            "    # The front's own 503 (no gunicorn thread free within `timeout queue`): the app's.\n",
+            "    # A body not in within wait-for-body's 10 s.\n",
+            f'    http-error status 408 content-type application/json string "{timeout}"\n',
+            "    # haproxy's own failure (a header it could not add).\n",
+            f'    http-error status 500 content-type application/json string "{internal}"\n',
+            "    # No gunicorn thread free within `timeout queue`.\n",
             f"    http-error status {ERRORS['unavailable'].status} content-type application/json "
             f'hdr Retry-After {RETRY_AFTER_SECONDS} string "{unavailable}"\n',
+            "    # An app server that closed without an answer or answered garbage (502), or said nothing\n",
+            "    # within `timeout server` (504): the app's 503 `unavailable` with Retry-After, a whole\n",
+            "    # response in a file (generated too) so that its status is the app's.\n",
+            f"    http-error status 502 errorfile {UNAVAILABLE_FILE}\n",
+            f"    http-error status 504 errorfile {UNAVAILABLE_FILE}\n",
         ]
     )
 
@@ -137,6 +182,9 @@ def write_rules() -> None:
     text = RECIPE.read_text()
     head, tail = text.split(BEGIN, 1)[0], text.split(END, 1)[1]
     RECIPE.write_text(f"{head}{BEGIN}{generated_rules()}{END}{tail}")
+    for name, content in error_files().items():
+        (RECIPE.parent / name).parent.mkdir(exist_ok=True)
+        (RECIPE.parent / name).write_bytes(content)
 
 
 class FrontUnavailable(RuntimeError):

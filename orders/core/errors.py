@@ -63,6 +63,12 @@ ERRORS: dict[str, ErrorKind] = {
     "method_not_allowed": ErrorKind(
         405, "Method not allowed", "The URL exists but not with this method.", ("Allow",)
     ),
+    "request_timeout": ErrorKind(
+        408,
+        "Request timeout",
+        "The request's body did not arrive within 10 s (the production front's bound on slow "
+        "clients); the request was not served, and sending it again whole can succeed.",
+    ),
     "payload_too_large": ErrorKind(
         413,
         "Request too large",
@@ -90,7 +96,8 @@ ERRORS: dict[str, ErrorKind] = {
         503,
         "The orders are unavailable for a moment",
         "The database cannot answer now (down, unreachable, out of connections, statement "
-        "timeout, deadlock, read-only or in recovery); retrying later can succeed.",
+        "timeout, deadlock, read-only or in recovery), or the front found no app server free or "
+        "answering; retrying later can succeed.",
         ("Retry-After",),
     ),
 }
