@@ -6,7 +6,9 @@ every Patroni node, loads deploy/prometheus/alerts.yml as shipped, and its alert
   leader node is killed (Patroni and PostgreSQL, kill -9). Prometheus's own HTTP API
   (/api/v1/alerts) shows `OrdersShardLeaderless` for that shard's scope, pending (it fires after
   30 s leaderless; Patroni promotes the synchronous standby once the dead leader's key expires,
-  10 s here, so it may not get there), and no more once the standby leads.
+  10 s here, so it does not get there), and no more once the standby leads. Then shard 2's
+  leader is killed in maintenance mode, where Patroni promotes nobody: the alert goes pending,
+  fires after its 30 s, and is gone once maintenance ends and the standby leads.
 - `make cluster`'s recipe (devtools/cluster.py, two nodes, asynchronous): readers walk the list
   through haproxy while a standby's replay is paused and resumed, and /metrics of every app
   server, read again and again meanwhile, counts the router's decisions
@@ -35,6 +37,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.cluster import Cluster, ClusterUnavailable
+from devtools.patroni import Databases
 from devtools.prometheus import Intervals, Prometheus, PrometheusUnavailable
 from devtools.shards import HaTopology, ShardCluster, shard_cluster
 from orders.data.db import make_engine
@@ -89,37 +92,58 @@ def test_a_shard_leader_killed_is_an_alert_until_its_standby_leads(shards: Shard
     # haproxy's exporter is scraped: its backend of app servers, both up.
     assert prom.query('sum(haproxy_backend_active_servers{proxy="app_servers"})')[0]["value"][1] == "2"
 
-    shard = top.clusters[0]
-    leader = shard.wait_healthy()
-    killed = f"127.0.0.1:{leader.rest_port}"
-    leader.kill()
-    started = time.monotonic()
-    states: list[tuple[float, str]] = []
-
-    def leaderless() -> str | None:
-        found = alerts_named(prom, LEADERLESS, scope="orders-shard1")
-        if found:
-            states.append((time.monotonic() - started, found[0]["state"]))
-        return found[0]["state"] if found else None
-
-    prom.wait_for("OrdersShardLeaderless for orders-shard1", leaderless, timeout=60)
-    promoted = shard.wait_for_leader(timeout=90, other_than=leader)
-    led_at = time.monotonic() - started
-
-    def resolved() -> bool | None:
-        return True if leaderless() is None else None
-
-    prom.wait_for("OrdersShardLeaderless resolved", resolved, timeout=60)
-    print(
-        f"\nleader {leader.name} killed; alert states {states[0][1]} at {states[0][0]:.1f} s ..."
-        f" {states[-1][1]} at {states[-1][0]:.1f} s; {promoted.name} leads at {led_at:.1f} s;"
-        f" resolved at {time.monotonic() - started:.1f} s"
-    )
+    # Act 1: shard 1's leader node dies; Patroni promotes its standby once the key expires.
+    states, killed = watch_a_leader_killed(prom, top.clusters[0], "orders-shard1")
     assert {state for _, state in states} <= {"pending", "firing"}
     # The other shard never lost its leader; the killed node is seen down (warned after 2 min).
     assert not alerts_named(prom, LEADERLESS, scope="orders-shard2")
     assert not alerts_named(prom, "OrdersShardDown")
     assert alerts_named(prom, "OrdersPatroniNodeDown", instance=killed, scope="orders-shard1")
+
+    # Act 2: shard 2's leader node dies in maintenance mode (`patronictl pause`): nobody is
+    # promoted, so the alert outlasts its 30 s and fires; maintenance ends, the standby leads.
+    states, _killed = watch_a_leader_killed(prom, top.clusters[1], "orders-shard2", paused=True)
+    seen = [state for _, state in states]
+    assert "pending" in seen and "firing" in seen and seen.index("pending") < seen.index("firing")
+    assert not alerts_named(prom, "OrdersShardDown")
+
+
+def watch_a_leader_killed(
+    prom: Prometheus, shard: Databases, scope: str, *, paused: bool = False
+) -> tuple[list[tuple[float, str]], str]:
+    """Kill `shard`'s leader node (Patroni and PostgreSQL, kill -9) and follow its
+    OrdersShardLeaderless in /api/v1/alerts until a standby leads and it is gone; with `paused`,
+    in maintenance mode until the alert fires. Returns its states with their seconds after the
+    kill, and the killed node's instance (host:port of its REST API)."""
+    leader = shard.wait_healthy()
+    standby = next(node for node in shard.nodes if node is not leader)
+    if paused:
+        standby.maintenance(True)
+    leader.kill()
+    started = time.monotonic()
+    states: list[tuple[float, str]] = []
+
+    def state() -> str | None:
+        found = alerts_named(prom, LEADERLESS, scope=scope)
+        if found:
+            states.append((time.monotonic() - started, found[0]["state"]))
+        return found[0]["state"] if found else None
+
+    if paused:
+        prom.wait_for(f"{LEADERLESS} firing for {scope}", lambda: state() == "firing" or None, timeout=90)
+        standby.maintenance(False)
+    else:
+        prom.wait_for(f"{LEADERLESS} for {scope}", state, timeout=60)
+    promoted = shard.wait_for_leader(timeout=90, other_than=leader)
+    led_at = time.monotonic() - started
+    prom.wait_for(f"{LEADERLESS} resolved for {scope}", lambda: True if state() is None else None, timeout=60)
+    firing = next((f"firing at {t:.1f} s, " for t, s in states if s == "firing"), "")
+    print(
+        f"\n{scope}: leader {leader.name} killed{' in maintenance mode' if paused else ''}; alert "
+        f"{states[0][1]} at {states[0][0]:.1f} s, {firing}{promoted.name} leads at {led_at:.1f} s, "
+        f"resolved at {time.monotonic() - started:.1f} s"
+    )
+    return states, f"127.0.0.1:{leader.rest_port}"
 
 
 # --- the router's decisions counted under load ---------------------------------------------
