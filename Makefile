@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test test-quick test-browser lint format bench bench-quick bench-cluster soak cluster cluster-shards bench-shards clean
+.PHONY: run test test-quick test-browser lint format bench bench-quick bench-cluster bench-streams soak cluster cluster-shards bench-shards clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,11 @@ bench-cluster: $(VENV)/.dev
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
 	$(BIN)/python -m bench.cluster_level
+
+## bench-streams: what 500 open live streams of new orders cost on each engine (docs/scroll.md)
+bench-streams: $(VENV)/.dev
+	scripts/ensure-databases
+	$(BIN)/python -m bench.stream_cost
 
 ## cluster-shards: a coordinator and SHARDS=3 shards (postgres_fdw), each a Patroni cluster of NODES=2 (NODES=1: one server), 2 app servers, haproxy, Prometheus; Ctrl-C stops it all
 cluster-shards: $(VENV)/.dev

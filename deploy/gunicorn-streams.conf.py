@@ -50,3 +50,6 @@ workers = _settings["WEB_CONCURRENCY"] or 1
 worker_connections = _settings["STREAMS_PER_PROCESS"] + 50
 # gevent's worker answers gunicorn's heartbeat from its own loop, whatever the streams do.
 timeout = 30
+# A stream has nothing to finish: on a restart its browser opens another within a second (and
+# polls meanwhile), so the worker waits 5 s for open streams, not gunicorn.conf.py's 30.
+graceful_timeout = 5

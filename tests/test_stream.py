@@ -143,7 +143,13 @@ def test_a_server_whose_threads_serve_the_list_holds_no_stream(app: Flask) -> No
 def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
     db_url: str, tmp_path: Path
 ) -> None:
-    env = {"STREAM_HEARTBEAT_SECONDS": "1", "RATELIMIT_READS": "100000 per minute"}
+    # One stream per process: a place freed when its client goes is seen by the next one's 200
+    # (heartbeats too rare to find the gone client within the test: only its socket read can).
+    env = {
+        "STREAM_HEARTBEAT_SECONDS": "55",
+        "RATELIMIT_READS": "100000 per minute",
+        "STREAMS_PER_PROCESS": "1",
+    }
     with (
         gunicorn(db_url, log_path=tmp_path / "list.log", workers=1, threads=2, env=env) as (list_url, _),
         gunicorn(
@@ -167,4 +173,13 @@ def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
             while "comment" in told:
                 told = next_message(response)
             assert told["data"] == str(order_id)
+            with stream(stream_url) as refused_stream:
+                assert refused_stream.status == 503
+        # Gone: the gevent worker sees the closed socket (gunicorn's environ hands it over).
+        for _ in range(50):
+            with stream(stream_url) as again:
+                if again.status == 200:
+                    break
+            time.sleep(0.1)
+        assert again.status == 200
         assert "Using worker: gevent" in (tmp_path / "streams.log").read_text()
