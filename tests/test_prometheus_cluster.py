@@ -160,13 +160,13 @@ def routed(tmp_path: Path) -> Iterator[Cluster]:
         unavailable("Prometheus", str(err))
 
 
-def replica_reads(body: str) -> Counter[str]:
-    """orders_replica_reads_total by node (replica, primary) in one /metrics answer."""
+def replica_reads(body: str, by: str = "node") -> Counter[str]:
+    """orders_replica_reads_total by node (replica, primary), or by reason, in one /metrics answer."""
     counts: Counter[str] = Counter()
     for family in text_string_to_metric_families(body):
         for sample in family.samples:
             if sample.name == "orders_replica_reads_total":
-                counts[sample.labels["node"]] += int(sample.value)
+                counts[sample.labels[by]] += int(sample.value)
     return counts
 
 
@@ -199,10 +199,9 @@ def test_replica_reads_and_primary_fallbacks_are_counted_under_load(routed: Clus
     watcher = threading.Thread(target=scraper)
     try:
         reseed(routed, primary)
-        before = sum(
-            (replica_reads(requests.get(f"{b}/metrics", timeout=30).text) for b in routed.app_servers),
-            Counter(),
-        )
+        bodies = [requests.get(f"{b}/metrics", timeout=30).text for b in routed.app_servers]
+        before = sum((replica_reads(body) for body in bodies), Counter())
+        before_reasons = sum((replica_reads(body, "reason") for body in bodies), Counter())
         watcher.start()
         with ThreadPoolExecutor(READERS) as pool:
             list(pool.map(walk, range(READERS)))  # standbys caught up: replica reads
@@ -227,13 +226,15 @@ def test_replica_reads_and_primary_fallbacks_are_counted_under_load(routed: Clus
             watcher.join(timeout=60)
         primary.dispose()
     assert len(scrapes) > 2 * len(routed.app_servers), "/metrics was read under load"
-    after = sum(
-        (replica_reads(requests.get(f"{b}/metrics", timeout=30).text) for b in routed.app_servers), Counter()
-    )
+    bodies = [requests.get(f"{b}/metrics", timeout=30).text for b in routed.app_servers]
+    after = sum((replica_reads(body) for body in bodies), Counter())
     counted = after - before
-    print(f"\nreaders saw {dict(seen)}; /metrics counted {dict(counted)}")
+    reasons = sum((replica_reads(body, "reason") for body in bodies), Counter()) - before_reasons
+    print(f"\nreaders saw {dict(seen)}; /metrics counted {dict(counted)}, by reason {dict(reasons)}")
     assert seen["replica"] > 0 and seen["primary"] > 0, "both decisions were taken"
     assert counted == seen
+    # The standby was up all along, only behind: every primary read says so, never "no standby".
+    assert set(reasons) <= {"standby", "behind"} and reasons["behind"] >= counted["primary"], reasons
 
     prom = routed.prometheus
     assert prom is not None

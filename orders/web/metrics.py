@@ -87,8 +87,9 @@ POOL_TIMEOUTS = Counter(
 )
 REPLICA_READS = Counter(
     "orders_replica_reads",
-    "Routed list reads by where they ran: replica, or primary when no replica had the position",
-    ["node"],
+    "Routed list reads by where they ran (replica, primary) and why (orders/data/replicas/router.py "
+    "Route.reason: standby, behind, no_standby, primary_down)",
+    ["node", "reason"],
 )
 STATEMENT_TIMEOUTS = Counter(
     "orders_statement_timeouts", "Statements the database cancelled (STATEMENT_TIMEOUT_MS)", ["engine"]
@@ -129,7 +130,7 @@ def _observe(response: Response) -> Response:
         RATE_LIMITED.labels("writes" if kind == "write" else "reads").inc()
     route = g.get("read_route")
     if route is not None:
-        REPLICA_READS.labels("primary" if route.node.primary else "replica").inc()
+        REPLICA_READS.labels("primary" if route.node.primary else "replica", route.reason).inc()
     limiter = current_app.extensions.get("rate_limiter")
     if limiter is not None and limiter._in_memory_fallback_enabled:
         # Flask-Limiter's own flag: set while Redis is lost (orders/web/limits.py).

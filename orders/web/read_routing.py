@@ -131,10 +131,10 @@ def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> List
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
     streaming = kind == "stream"
-    node = router.choose(need, first_page=first_page, exclude=exclude)
+    route = router.choose(need, first_page=first_page, exclude=exclude)
     fresh_retry = True
     while True:
-        route = Route(node)
+        node = route.node
         session.info["read_bind"] = node.engine
         g.read_route = route
         try:
@@ -154,14 +154,14 @@ def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> List
             # The node stopped answering since it was last probed: take it out, try the next.
             router.mark_down(node, err)
             exclude.add(node.name)
-            node = router.choose(need, first_page=first_page, exclude=exclude)
+            route = router.choose(need, first_page=first_page, exclude=exclude)
             fresh_retry = True
             continue
         if not node.same_run(started_at):
             # Restarted since it was chosen: the position it was chosen for may be one it has
             # not replayed again yet. Choose again (it now has to prove its position afresh).
             session.rollback()
-            node = router.choose(need, first_page=first_page, exclude=exclude)
+            route = router.choose(need, first_page=first_page, exclude=exclude)
             continue
         if (parsed := parse_lsn(replayed)) is not None:
             node.seen(parsed)  # a lower bound of what the node has replayed (not the stamp)

@@ -111,6 +111,10 @@ class NodeState:
 @dataclass
 class Route:
     node: NodeState
+    # Why this node (Router.choose): "standby" (a replica had the position), "behind" (the
+    # replicas up were all behind it: the primary), "no_standby" (none up: the primary),
+    # "primary_down" (the primary down: the freshest replica, or a promoted primary).
+    reason: str = "standby"
     lsn: str | None = None
     started: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
@@ -230,8 +234,9 @@ class Router:
             return False
         return not first_page or node.lag(now) <= self.max_lag
 
-    def choose(self, need: int | None, *, first_page: bool, exclude: set[str]) -> NodeState:
-        """The node for a read that must see position `need` (cursor or own write), or a first page.
+    def choose(self, need: int | None, *, first_page: bool, exclude: set[str]) -> Route:
+        """The route for a read that must see position `need` (cursor or own write), or a first
+        page: the node, and why it (Route.reason).
 
         Raises ApiError 503 only when the primary is down and no replica reaches `need` in time.
         """
@@ -246,7 +251,7 @@ class Router:
         candidates = [node for node in candidates if node.up(now)]
         for node in candidates:
             if self._ready(node, need, first_page, now):
-                return node
+                return Route(node)
         # Cached positions may just be old (another app process read the last page): ask the
         # replicas that are behind `need` once, before the snapshot is taken.
         if need is not None:
@@ -256,12 +261,12 @@ class Router:
                     and self._probe(node) is not None
                     and self._ready(node, need, first_page, now)
                 ):
-                    return node
+                    return Route(node)
         if self.replicas:
             self.rerouted += 1
         if self.primary.name not in exclude and self.primary.up(now):
-            return self.primary
-        return self._without_primary(need, exclude)
+            return Route(self.primary, "behind" if candidates else "no_standby")
+        return Route(self._without_primary(need, exclude), "primary_down")
 
     def _without_primary(self, need: int | None, exclude: set[str]) -> NodeState:
         """The primary is down: nothing new can be committed, so the replica that has replayed the
