@@ -183,3 +183,44 @@ def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
             time.sleep(0.1)
         assert again.status == 200
         assert "Using worker: gevent" in (tmp_path / "streams.log").read_text()
+
+
+def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy/haproxy.cfg: /orders/stream to STREAM_SERVER, unbuffered; unset, to the list's
+    gunicorn, which refuses it."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the route is the front's, the same for every engine: SQLite shows it")
+    from devtools.front import FrontUnavailable, front
+
+    env = {"STREAM_HEARTBEAT_SECONDS": "55", "RATELIMIT_READS": "100000 per minute"}
+    with (
+        gunicorn(db_url, log_path=tmp_path / "list.log", workers=1, threads=4, env=env) as (list_url, _),
+        gunicorn(
+            db_url,
+            log_path=tmp_path / "streams.log",
+            workers=1,
+            env=env,
+            config="deploy/gunicorn-streams.conf.py",
+        ) as (stream_url, _),
+    ):
+        app_server = list_url.removeprefix("http://")
+        try:
+            with (
+                front(app_server, maxconn=4, log_path=tmp_path / "front.log") as via_front,
+                stream(via_front) as refused,
+            ):
+                assert refused.status == 503  # no STREAM_SERVER: the list's gunicorn refuses
+            monkeypatch.setenv("STREAM_SERVER", stream_url.removeprefix("http://"))
+            with (
+                front(app_server, maxconn=4, log_path=tmp_path / "front2.log") as via_front,
+                stream(via_front) as response,
+            ):
+                assert response.status == 200
+                next_message(response)
+                next_message(response)
+                order_id = post_order(list_url)
+                assert next_message(response)["data"] == str(order_id)
+        except FrontUnavailable as err:
+            pytest.skip(str(err))
