@@ -6,7 +6,7 @@ orders (GET /orders/stream, orders/views/stream.py), which deploy/haproxy.cfg ro
 Why a server of its own: a stream waits for as long as its list is open (minutes). In the list's
 gunicorn (gunicorn.conf.py: gthread, WEB_THREADS per worker) each would hold a request thread, and
 a few dozen open lists would leave none for the list itself. Here a gevent worker holds each
-stream as a greenlet: a few kilobytes and no thread (500 open streams measured in docs/scroll.md,
+stream as a greenlet: about 25 KB and no thread (500 open streams measured in docs/scroll.md,
 "New orders, pushed"). The list's gunicorn refuses the route (503), so a stream never lands
 there by mistake.
 

@@ -178,7 +178,9 @@ class Changes:
             last_check = time.monotonic()
             heard = False
             while self._wanted():
-                if wait_readable(TICK_S):
+                # Heard and too soon after the last check: wait only for the rest of the gap.
+                gap = last_check + MIN_GAP_S - time.monotonic()
+                if wait_readable(max(gap, 0.0) if heard else TICK_S):
                     conn.pgconn.consume_input()  # raises when the connection is gone
                     while conn.pgconn.notifies() is not None:
                         heard = True
@@ -186,8 +188,6 @@ class Changes:
                     heard = False
                     self._check()
                     last_check = time.monotonic()
-                elif heard:
-                    time.sleep(MIN_GAP_S)
         finally:
             conn.close()
 

@@ -128,7 +128,10 @@ def _events(
                 time.sleep(min(wait, EVENT_GAP_S))
                 seen = -1  # read the state again after the gap, whatever it is by then
                 continue
-            told, last_event, last_write = state.token, now, now
+            # The first event (the orders as they are when the stream opens) starts no gap: an
+            # order right after it is told at once.
+            last_event = now if told is not None else 0.0
+            told, last_write = state.token, now
             yield f"event: orders\nid: {state.token}\ndata: {state.latest or 0}\n\n".encode()
         elif now - last_write >= heartbeat_s:
             last_write = now
