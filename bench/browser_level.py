@@ -9,12 +9,13 @@ inserted above, and where the named row lands after a reload at depth 2,000. Pri
 asserted.
 
 The wheel scroll (issue 16): a person's wheel, 120 px every 16 ms, down through 3,000 rows
-(appends and drops) and back up to the top (prepends), in a 1280x800 window, at full CPU speed and
-with the CPU slowed 4x (Lighthouse's mobile setting), for the front end as it is and as it was
-at an earlier commit (``--before REV``: that commit's templates and static files served by
-today's app, in the same run). Per run: the longest main-thread task and the tasks of 50 ms or
-more (Long Tasks observer), the gaps between animation frames (p50/p95/p99), and from a Chromium
-trace the layout and style time per swap.
+(appends and drops) and back up to the top (prepends), in a 1280x800 window, at full CPU speed,
+with the CPU slowed 4x (Lighthouse's mobile setting) and 6x (a low-end phone; ``--throttle``),
+for the front end as it is and as it was at an earlier commit (``--before REV``, by default the
+commit before issue 41's frame work: that commit's templates and static files served by today's
+app, in the same run, interleaved). Per run: the longest main-thread task and the tasks of 50 ms
+or more (Long Tasks observer), the gaps between animation frames (p50/p95/p99), and from a
+Chromium trace the layout, style, HTML parsing and script time per swap.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import itertools
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +62,7 @@ document.addEventListener('DOMContentLoaded', () => {
     before = row && [row, row.getBoundingClientRect().top];
     bench.measuring = !!before;
   });
-  document.addEventListener('htmx:afterSwap', () => {
+  document.addEventListener('orders:loaded', () => {
     if (!before) return;
     const [row, top] = before;
     before = null;
@@ -79,9 +81,12 @@ BUSY_DONE = "() => document.getElementById('orders').getAttribute('aria-busy') =
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _serve(rows: int, tmp: Path, seed: bool = True, **config: Any) -> Any:
-    """The app on a SQLite file in `tmp` (seeded once); `config` overrides settings."""
+def _serve(rows: int, tmp: Path, seed: bool = True, front_end: Path | None = None, **config: Any) -> Any:
+    """The app on a SQLite file in `tmp` (seeded once); `config` overrides settings; `front_end`
+    is another commit's templates/ and static/ (``_checkout_front_end``) served by today's code."""
     sys.path.insert(0, str(ROOT))
+    from jinja2 import FileSystemLoader
+
     from orders.app import create_app
     from orders.data.db import make_engine, migrate
     from tests.live import LiveServer
@@ -93,10 +98,36 @@ def _serve(rows: int, tmp: Path, seed: bool = True, **config: Any) -> Any:
         engine.dispose()
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": "b" * 48, "AUTO_PAGES": 1_000_000, **config})
     app.logger.disabled = True
+    if front_end is not None:
+        app.jinja_loader = FileSystemLoader(str(front_end / "templates"))  # type: ignore[assignment]
+        app.static_folder = str(front_end / "static")
     if seed:
         result = app.test_cli_runner().invoke(args=["seed", "--rows", str(rows)])
         assert result.exit_code == 0, result.output
     return LiveServer(app)
+
+
+# The front end before issue 41's frame work (item 1): the commit the work branched from.
+BEFORE = "1674124"
+
+
+def _checkout_front_end(rev: str, tmp: Path) -> Path | None:
+    """templates/ and static/ of `rev`, unpacked under `tmp` (None, said on stderr, when this is
+    not a git checkout that has `rev`)."""
+    out = tmp / f"front-{rev}"
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "templates", "static"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        print(f"browser level: no front end at {rev!r} to compare with ({err})", file=sys.stderr)
+        return None
+    out.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True, timeout=60)
+    return out
 
 
 def _scroll_until(page: Page, seen: int, step: int) -> None:
@@ -128,13 +159,8 @@ requestAnimationFrame(function frame(t) {
   if (wheel.recording) wheel.frames.push(t);
   requestAnimationFrame(frame);
 });
-// htmx 2 sends afterSwap once per new element; a swap is counted once per target.
-const swapped = new WeakSet();
-document.addEventListener('htmx:afterSwap', e => {
-  if (!wheel.recording || swapped.has(e.detail.target)) return;
-  swapped.add(e.detail.target);
-  wheel.swaps++;
-});
+// One per page of rows inserted (the scroll window's event: htmx swaps no rows since issue 41).
+document.addEventListener('orders:loaded', () => { if (wheel.recording) wheel.swaps++; });
 document.addEventListener('DOMContentLoaded', () => {
   const rows = document.getElementById('rows');
   new MutationObserver(records => {
@@ -146,7 +172,6 @@ document.addEventListener('DOMContentLoaded', () => {
 AT_TOP = "() => !document.getElementById('less') && scrollY === 0"
 TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel"]
 STEP_PX, STEP_S = 120, 0.016
-OLD_WINDOW = 600  # MAX_ROWS_IN_PAGE before issue 16
 
 
 def _wheel(page: Page, delta: int, done: str, max_steps: int) -> int:
@@ -169,8 +194,13 @@ def _pct(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+SCRIPT_EVENTS = ("FunctionCall", "EventDispatch", "EvaluateScript", "TimerFire", "FireAnimationFrame")
+
+
 def _trace_times(trace: bytes) -> dict[str, float]:
-    """Main-thread totals (ms) from a Chromium trace: layout, style, and every task."""
+    """Main-thread totals (ms) from a Chromium trace: layout, style, HTML parsing, script (the
+    outermost function calls and event dispatches: their layout and style counted in), and
+    every task."""
     events = json.loads(trace)
     events = events["traceEvents"] if isinstance(events, dict) else events
     mains = {
@@ -183,16 +213,32 @@ def _trace_times(trace: bytes) -> dict[str, float]:
         if (e.get("pid"), e.get("tid")) in mains:
             busiest[(e["pid"], e["tid"])] = busiest.get((e["pid"], e["tid"]), 0) + 1
     main = max(busiest, key=busiest.__getitem__) if busiest else None
-    out = {"layout_ms": 0.0, "style_ms": 0.0, "layouts": 0, "task_max_ms": 0.0, "tasks_over_50": 0}
-    for e in events:
-        if (e.get("pid"), e.get("tid")) != main or e.get("ph") != "X":
-            continue
+    out = {
+        "layout_ms": 0.0,
+        "style_ms": 0.0,
+        "parse_ms": 0.0,
+        "script_ms": 0.0,
+        "layouts": 0,
+        "task_max_ms": 0.0,
+        "tasks_over_50": 0,
+    }
+    script_end = 0.0  # the end of the outermost script event seen so far (µs)
+    for e in sorted(
+        (e for e in events if (e.get("pid"), e.get("tid")) == main and e.get("ph") == "X"),
+        key=lambda e: e.get("ts", 0),
+    ):
         ms = e.get("dur", 0) / 1000
         if e["name"] == "Layout":
             out["layout_ms"] += ms
             out["layouts"] += 1
         elif e["name"] == "UpdateLayoutTree":
             out["style_ms"] += ms
+        elif e["name"] == "ParseHTML":
+            out["parse_ms"] += ms
+        elif e["name"] in SCRIPT_EVENTS:
+            if e["ts"] >= script_end:
+                out["script_ms"] += ms
+                script_end = e["ts"] + e.get("dur", 0)
         elif e["name"] == "RunTask":
             out["task_max_ms"] = max(out["task_max_ms"], ms)
             out["tasks_over_50"] += ms >= 50
@@ -238,37 +284,60 @@ def wheel_scroll(browser: Any, url: str, rate: int, rows: int) -> dict[str, Any]
         "frame_gap_p99_ms": _pct(gaps, 0.99),
         "layout_ms_per_swap": trace["layout_ms"] / swaps,
         "style_ms_per_swap": trace["style_ms"] / swaps,
+        "parse_ms_per_swap": trace["parse_ms"] / swaps,
+        "script_ms_per_swap": trace["script_ms"] / swaps,
         "trace_longest_task_ms": trace["task_max_ms"],
         "trace_tasks_50ms": trace["tasks_over_50"],
     }
 
 
-def measure_wheel(rows: int = 8000, scroll_rows: int = 3000) -> list[dict[str, Any]]:
-    """The wheel scroll at 1x and 4x, for today's front end with its window and with 600 rows.
+RATES = (1, 4, 6)  # CPU slowed: none, a mid phone (Lighthouse's mobile setting), a low-end phone
 
-    (An older front end is not served any more: its templates name the endpoints of the server
-    code of its time, which the web layer's packages renamed; docs/scroll.md keeps those runs.)"""
+
+def measure_wheel(
+    rows: int = 8000,
+    scroll_rows: int = 3000,
+    before: str | None = BEFORE,
+    rates: tuple[int, ...] = RATES,
+    window: int | None = None,
+    repeat: int = 1,
+) -> list[dict[str, Any]]:
+    """The wheel scroll at each CPU rate, for the front end at `before` (None: not compared) and
+    today's, interleaved; `window`: today's front end with that MAX_ROWS_IN_PAGE too."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-wheel-"))
     results: list[dict[str, Any]] = []
     try:
         with ExitStack() as stack:
-            # Today's front end with today's window (the default MAX_ROWS_IN_PAGE) and with the old
-            # one (600), to tell the code's share from the window's.
             now = stack.enter_context(_serve(rows, tmp))
-            window = now.app.config["MAX_ROWS_IN_PAGE"]
-            fronts = {f"now, {window} rows": now}
-            if window != OLD_WINDOW:
-                wide = _serve(rows, tmp, seed=False, MAX_ROWS_IN_PAGE=OLD_WINDOW)
-                fronts[f"now, {OLD_WINDOW} rows"] = stack.enter_context(wide)
+            default = now.app.config["MAX_ROWS_IN_PAGE"]
+            fronts: dict[str, Any] = {}
+            old = _checkout_front_end(before, tmp) if before else None
+            if old is not None:
+                fronts[f"before ({before}), {default} rows"] = stack.enter_context(
+                    _serve(rows, tmp, seed=False, front_end=old)
+                )
+            fronts[f"now, {default} rows"] = now
+            if window is not None and window != default:
+                fronts[f"now, {window} rows"] = stack.enter_context(
+                    _serve(rows, tmp, seed=False, MAX_ROWS_IN_PAGE=window)
+                )
             p = stack.enter_context(sync_playwright())
             browser = _launch(p)
-            # Interleaved (each front end at 1x, then each at 4x): other work on the machine comes
-            # and goes.
-            for rate in (1, 4):
-                for name, server in fronts.items():
-                    result = wheel_scroll(browser, server.url, rate, scroll_rows)
-                    result["front_end"] = name
-                    results.append(result)
+            # Interleaved (each front end at 1x, then each at 4x, ...): other work on the machine
+            # comes and goes, and lands on all of them alike.
+            for round_ in range(repeat):
+                for rate in rates:
+                    for name, server in fronts.items():
+                        result = wheel_scroll(browser, server.url, rate, scroll_rows)
+                        result["front_end"] = name
+                        result["round"] = round_ + 1
+                        results.append(result)
+                        print(
+                            f"browser level: {name} at {rate}x: frame gap p95 "
+                            f"{result['frame_gap_p95_ms']:.1f} ms, "
+                            f"longest task {result['longest_task_ms']:.0f} ms",
+                            file=sys.stderr,
+                        )
             browser.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -372,13 +441,19 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-GOALS = "goal: at 1x no task of 50 ms or more; at 4x none over 100 ms and the p95 frame gap at most 33.4 ms"
+GOALS = (
+    "goal: no task over 50 ms at 1x and 4x, and the p95 frame gap at most 16.7 ms at 1x, 33.4 ms at "
+    "4x and 50 ms at 6x (a low-end phone: the figure is stated; no task goal)"
+)
+P95_GOAL_MS = {1: 16.7, 4: 33.4, 6: 50.0}
 
 
 def wheel_goal(result: dict[str, Any]) -> bool:
-    if result["rate"] == 1:
-        return result["tasks_50ms"] == 0
-    return result["tasks_over_100ms"] == 0 and (result["frame_gap_p95_ms"] or 0) <= 33.4
+    rate = result["rate"]
+    p95 = result["frame_gap_p95_ms"] or 0
+    if p95 > P95_GOAL_MS.get(rate, 50.0):
+        return False
+    return rate > 4 or result["longest_task_ms"] <= 50
 
 
 def wheel_report(results: list[dict[str, Any]]) -> str:
@@ -388,15 +463,17 @@ def wheel_report(results: list[dict[str, Any]]) -> str:
     rows = f"{results[0]['rows']:,}" if results and "rows" in results[0] else "3,000"
     lines = [
         f"| wheel scroll, 1280x800, 120 px / 16 ms, {rows} rows down and back up | CPU | longest task "
-        "| tasks >= 50 ms (> 100 ms) | frame gap p50 / p95 / p99 | layout + style per swap (swaps) | goal |",
+        "| tasks >= 50 ms (> 100 ms) | frame gap p50 / p95 / p99 "
+        "| per swap: layout + style, parse, script (swaps) | goal |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in results:
+    for r in sorted(results, key=lambda r: (r["rate"], r.get("round", 1))):
         lines.append(
             f"| {r['front_end']} | {r['rate']}x | {ms(r['longest_task_ms'])} ms "
             f"| {r['tasks_50ms']} ({r['tasks_over_100ms']}) "
             f"| {ms(r['frame_gap_p50_ms'])} / {ms(r['frame_gap_p95_ms'])} / {ms(r['frame_gap_p99_ms'])} ms "
-            f"| {ms(r['layout_ms_per_swap'])} + {ms(r['style_ms_per_swap'])} ms ({r['swaps']}) "
+            f"| {ms(r['layout_ms_per_swap'])} + {ms(r['style_ms_per_swap'])}, "
+            f"{ms(r.get('parse_ms_per_swap'))}, {ms(r.get('script_ms_per_swap'))} ms ({r['swaps']}) "
             f"| {'PASS' if wheel_goal(r) else 'MISS'} |"
         )
     return "\n".join(lines) + "\n\n" + GOALS
@@ -409,6 +486,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=8000)
     parser.add_argument("--scroll-rows", type=int, default=3000, help="rows the wheel goes down through")
     parser.add_argument("--only", choices=["wheel", "rest"], help="one part of the level only")
+    parser.add_argument(
+        "--before",
+        default=BEFORE,
+        help=f"the front end to compare with, a git revision (default {BEFORE}, before issue 41's "
+        "frame work; '' for none)",
+    )
+    parser.add_argument(
+        "--throttle",
+        default=",".join(map(str, RATES)),
+        help="CPU slow-down rates for the wheel scroll, comma-separated (default %(default)s)",
+    )
+    parser.add_argument("--window", type=int, help="also today's front end with this MAX_ROWS_IN_PAGE")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of the wheel scroll (spread)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--plot", type=Path, help="also plot the wheel scroll here (a .png)")
     args = parser.parse_args(argv)
@@ -417,7 +507,10 @@ def main(argv: list[str] | None = None) -> int:
         result.update(measure(args.rows))
         print(report(result))
     if args.only != "rest":
-        result["wheel"] = measure_wheel(args.rows, args.scroll_rows)
+        rates = tuple(int(r) for r in args.throttle.split(",") if r.strip())
+        result["wheel"] = measure_wheel(
+            args.rows, args.scroll_rows, args.before or None, rates, args.window, args.repeat
+        )
         print(wheel_report(result["wheel"]))
         if args.plot:
             from .plot import plot_wheel

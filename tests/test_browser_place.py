@@ -166,7 +166,8 @@ RECORD_SHIFTS = """() => {
     before = row && [row, row.getBoundingClientRect().top];
     window.measuring = !!before;
   });
-  document.addEventListener('htmx:afterSwap', () => {
+  // The scroll window's event once the rows are in (it inserts them itself, not htmx's swap).
+  document.addEventListener('orders:loaded', () => {
     if (!before) return;
     // Two frames later: after static/js, after layout and CSS scroll anchoring.
     requestAnimationFrame(() => requestAnimationFrame(() => {

@@ -254,14 +254,48 @@ function applyDrops(plan) {
   htmx.process(row);
 }
 
-// For drops that had to wait for another load: read, write, read once.
-function trim(movingUp) {
-  if (busy()) return;
-  var anchor = anchorNow();
-  var plan = planDrops(movingUp, 0);
+// The reader's place across writes: measured once before the first of them (a read of the
+// layout the last frame drew, so nothing is laid out for it) and restored once, at the start of
+// the next frame, when the browser lays the page out anyway. Writes that come meanwhile share the
+// one measurement (it is still from before all of them).
+var pendingAnchor = null;
+var anchorFrame = 0;
+function beforeWrites() {
+  if (!anchorFrame) pendingAnchor = anchorNow();
+}
+function afterWrites() {
+  if (!anchorFrame) anchorFrame = requestAnimationFrame(restoreNow);
+}
+// Now rather than next frame (`keep`: false when the script moves the reader itself next:
+// landing on a row, focusing a new one).
+function restoreNow(keep) {
+  if (anchorFrame) cancelAnimationFrame(anchorFrame);
+  anchorFrame = 0;
+  var anchor = pendingAnchor;
+  pendingAnchor = null;
+  if (keep !== false) restore(anchor);
+}
+
+// Far pages go in a task of their own after the swap, never inside it (the swap's task stays
+// the new rows' own): read, write, and the place restored in the next frame. The trim makes room
+// for the next page as well (`ahead` rows), so that page finds the document under the bound.
+var trimQueued = false;
+var pageRows = 20;  // rows in the last page loaded: the next one's size
+function trimSoon(movingUp) {
+  if (trimQueued) return;
+  trimQueued = true;
+  var run = function () { trimQueued = false; trim(movingUp, pageRows); };
+  if (window.scheduler && scheduler.postTask) scheduler.postTask(run, { priority: "user-visible" });
+  else setTimeout(run, 0);
+}
+function trim(movingUp, ahead) {
+  // Not the side where a load is on its way: its sentinel would go with the rows.
+  if (loads.has(document.getElementById(movingUp ? "more" : "less"))) return;
+  var plan = planDrops(movingUp, ahead);
   if (!plan) return;
+  beforeWrites();
   applyDrops(plan);
-  restore(anchor);
+  afterWrites();
 }
 
 // --- Loads ---------------------------------------------------------------------------------
@@ -279,17 +313,49 @@ function guard(rows) {
   });
 }
 
-function newRows(load) {
-  var rows = [], row;
-  if (load.up) {
-    row = load.edge ? load.edge.previousElementSibling : body().lastElementChild;
-    while (isRow(row)) { rows.unshift(row); row = row.previousElementSibling; }
-  } else {
-    row = load.edge ? load.edge.nextElementSibling : body().firstElementChild;
-    while (row) { if (isRow(row)) rows.push(row); row = row.nextElementSibling; }
-  }
+// The same guard for rows not yet in the document: those already on the page (found by their
+// id) or twice in the fragment are left out before anything is inserted.
+function guardFragment(fragment) {
+  var rows = [], seen = new Set(), list = body();
+  Array.prototype.slice.call(fragment.children).forEach(function (r) {
+    if (!isRow(r)) return;
+    var there = document.getElementById(r.id);
+    if (seen.has(r.dataset.id) || (there && there.parentElement === list)) { r.remove(); return; }
+    seen.add(r.dataset.id);
+    guarded.add(r);
+    rows.push(r);
+  });
   return rows;
 }
+
+// A page of rows in place of its sentinel, inserted by the scroll window itself rather than by
+// htmx's swap: htmx would walk every new element (its settle looks up each one with an id,
+// its processing each one for hx- attributes and boosted links, its load event goes once per
+// row, and it adds and then removes a class on every row, a style pass each). Here the rows are
+// parsed into a detached fragment, guarded and given their local times there (no layout, no
+// style), and go in by one replaceWith; htmx processes only the few elements that need it (the
+// next sentinel, a "Load more" form), and the rows' links when first used (below).
+function insert(load, target, html) {
+  var tpl = document.createElement("template");
+  tpl.innerHTML = html;
+  var fragment = tpl.content;
+  var rows = guardFragment(fragment);
+  runHooks(fragment);
+  var controls = Array.prototype.filter.call(fragment.children, function (el) { return !isRow(el); });
+  beforeWrites();
+  target.replaceWith(fragment);
+  controls.forEach(function (el) { htmx.process(el); });
+  afterWrites();
+  return rows;
+}
+
+// The rows' links are boosted (hx-boost on #rows) when they are first used, not as they arrive:
+// htmx processes the element the moment it is clicked (its listener is on the link itself, and
+// a listener added during the capture phase still runs at the target).
+document.addEventListener("click", function (evt) {
+  var link = evt.target.closest && evt.target.closest("#rows > tr[data-id] a[href]");
+  if (link) htmx.process(link);
+}, true);
 
 // Enter and Space on the button both arrive as a click, before htmx sends the form. (Not on
 // submit: that bubbles here after htmx started the request, and would hand the focus to the
@@ -302,7 +368,7 @@ document.addEventListener("htmx:beforeRequest", function (evt) {
   var row = controlRow(evt.detail.elt);
   if (!row) return;
   var up = row.id === "less";
-  loads.set(row, { up: up, edge: up ? firstRow() : lastRow(), focus: !up && focusNext, elt: evt.detail.elt });
+  loads.set(row, { up: up, focus: !up && focusNext, elt: evt.detail.elt });
   focusNext = false;
   requesting.add(evt.detail.elt);
   setBusy();
@@ -315,8 +381,6 @@ function done(elt) {
 // does not reach the document, so afterSwap and showRetry end their loads themselves.
 document.addEventListener("htmx:afterRequest", function (evt) { done(evt.detail.elt); });
 
-var swapAnchor = null;
-var trimLater = false;
 document.addEventListener("htmx:beforeSwap", function (evt) {
   var detail = evt.detail;
   // A boosted click on an order deleted since the list was drawn: show the server's
@@ -328,50 +392,34 @@ document.addEventListener("htmx:beforeSwap", function (evt) {
   }
   var load = loads.get(detail.target);
   if (!load || !detail.shouldSwap) return;
-  // The read phase of the swap: where the reader is, and which far pages go.
-  swapAnchor = anchorNow();
-  var plan = null;
-  if (requesting.size <= 1) {
-    var incoming = (detail.serverResponse || "").split(' data-id="').length - 1;
-    plan = planDrops(load.up, incoming);
-  } else {
-    trimLater = true;  // nothing is dropped while another load will land next to an edge
-  }
-  // Writes: the drops now, htmx's swap right after; no layout in between.
-  if (plan) applyDrops(plan);
-  // htmx walks every element of what it swaps out (two events each, 250 per sentinel): the
-  // skeleton's bars go first, natively. The skeleton keeps its set height (app.css), so
-  // nothing moves, not even for a reader of layout between here and the swap.
-  var skeleton = detail.target.querySelector(".skeleton");
-  if (skeleton) skeleton.replaceChildren();
+  // The rows go in by insert(), not by htmx's swap; after every handler of this event (one
+  // that measures the place before the swap still sees the page as it was), in this task.
+  detail.shouldSwap = false;
+  var target = detail.target, html = detail.serverResponse || "";
+  queueMicrotask(function () { landed(load, target, html); });
 });
 
-document.addEventListener("htmx:afterSwap", function (evt) {
-  var load = loads.get(evt.detail.target);
-  if (!load) return;
-  loads.delete(evt.detail.target);
+function landed(load, target, html) {
+  loads.delete(target);
   done(load.elt);
-  // Still writing: the row guard and the other parts' changes to the new rows.
-  var rows = guard(newRows(load));
-  rows.forEach(runHooks);
-  // The one read after the writes.
-  var anchor = swapAnchor;
-  swapAnchor = null;
-  restore(anchor);
-  if (landing && !load.up) settleLanding();
+  if (!target.isConnected) return;  // the list was replaced meanwhile (open(), Back)
+  // The document stays under the bound: normally the trim after the last page made room; when
+  // it could not (another load was on its way), the far pages go now, before the rows come.
+  var incoming = html.split(' data-id="').length - 1;
+  if (incoming) pageRows = incoming;
+  if (maxRows() && dataRows().length + incoming > maxRows()) trim(load.up, incoming);
+  var rows = insert(load, target, html);
+  if (landing && !load.up) { restoreNow(false); settleLanding(); }
   var message = rows.length + (load.up ? " earlier" : " more") + " orders loaded.";
   if (!load.up && !document.getElementById("more") && document.getElementById("end-of-list")) {
     message += " End of orders.";
   }
   announce(message);
-  if (load.focus && rows.length) rows[0].focus({ preventScroll: false });
-  if (trimLater && !busy()) {
-    trimLater = false;
-    setTimeout(function () { trim(load.up); }, 0);  // after htmx has finished with this response
-  }
+  if (load.focus && rows.length) { restoreNow(); rows[0].focus({ preventScroll: false }); }
+  trimSoon(load.up);
   rememberPlaceSoon();
   document.dispatchEvent(new CustomEvent("orders:loaded", { detail: { rows: rows, up: load.up } }));
-});
+}
 
 // A failed load leaves a Retry row (the server's _error_row.html, or the same row kept in a
 // <template> when no answer came back) that asks for the same rows again.
@@ -521,8 +569,6 @@ function abortLoads() {
   requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
   loads.clear();
   requesting.clear();
-  trimLater = false;
-  swapAnchor = null;
 }
 
 export function open(url, options) {
