@@ -15,14 +15,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from flask import Flask
+from sqlalchemy import Engine, text
 
 from devtools.gunicorn import gunicorn
+from orders.data.changes import RETRY_S, TICK_S, Changes
 from orders.views.stream import changes
 
+from .fixtures import clear
+from .helpers import BASE, add_orders
 from .live import LiveServer
 
 
@@ -224,3 +229,56 @@ def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
                 assert next_message(response)["data"] == str(order_id)
         except FrontUnavailable as err:
             pytest.skip(str(err))
+
+
+def wait_for_version(watcher: Changes, above: int) -> int:
+    """The watcher's version once it passes `above` (bounded: 100 ticks)."""
+    for _ in range(100):
+        state = watcher.wait(above, TICK_S)
+        if state.version > above:
+            return state.version
+    raise AssertionError(f"the watcher's version stayed at {above}")
+
+
+def test_a_coordinator_of_shards_is_watched_by_max_id_alone(db_url: str, engine: Engine) -> None:
+    """DATABASE_SHARD_URLS: no order_counts on the coordinator, no NOTIFY from the shards there;
+    the watcher polls max(id) (orders/views/stream.py changes())."""
+    clear(engine)
+    watcher = Changes(engine, listen=False, counts=False)
+    assert watcher.enter(1)
+    try:
+        first = wait_for_version(watcher, 0)
+        (new_id,) = add_orders(engine, [(BASE, "Sharded Customer", Decimal("1.00"), "paid")])
+        wait_for_version(watcher, first)
+        assert watcher.state().latest == new_id
+    finally:
+        watcher.leave()
+        watcher.close()
+
+
+def test_the_listener_comes_back_after_its_connection_is_killed(db_url: str, engine: Engine) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("LISTEN is PostgreSQL's")
+    clear(engine)
+    watcher = Changes(engine, listen=True, counts=True)
+    assert watcher.enter(1)
+    try:
+        first = wait_for_version(watcher, 0)
+        with engine.connect() as conn:
+            killed = conn.scalar(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE query = 'LISTEN orders_new' AND datname = current_database()"
+                )
+            )
+            conn.commit()
+        assert killed == 1
+        # The watcher fails, waits RETRY_S, listens again and reads the signature once more
+        # (unchanged: no new version); an order after that is heard.
+        time.sleep(RETRY_S + 1)
+        (new_id,) = add_orders(engine, [(BASE, "After The Outage", Decimal("1.00"), "paid")])
+        wait_for_version(watcher, first)
+        assert watcher.state().latest == new_id
+    finally:
+        watcher.leave()
+        watcher.close()
