@@ -61,6 +61,7 @@ QUICK_LEAVES_OUT = {
     "test_security_redis.py",  # a Redis server
     "test_shard_urls.py",  # shard servers
     "test_soak.py",  # gunicorn for a soak
+    "test_stream_server.py",  # gunicorn (gevent) and haproxy for live streams
     "test_synchronous_commit.py",  # a synchronous cluster
     "test_openapi.py",  # schemathesis: minutes of generated requests
     "test_library_install.py",  # a fresh venv
