@@ -38,9 +38,9 @@ from orders.data.models import Order, OrderCount
 log = logging.getLogger(__name__)
 
 CHANNEL = "orders_new"  # migration 0005's trigger notifies on it
-# The polling engines' check, the longest a notification waits for its check on PostgreSQL when
-# checks come thick (MIN_GAP_S), and the longest a watcher lingers idle: the 2 s the reader is
-# promised is this, a pooled read, and the client's request for the count.
+# How often the polling engines are checked, and how often a waiting stream looks at its client
+# and its lifetime: the 2 s the reader is promised is at most this, a pooled read, the event's
+# write and the page's request for the count.
 TICK_S = 1.0
 # Checks at most this often on PostgreSQL while notifications keep coming (a busy shop): one
 # signature read per process per MIN_GAP_S, however many orders.
@@ -76,7 +76,6 @@ class Changes:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._idle_since = 0.0
-        self.checks = 0  # signature reads done (tests and the cost script read it)
 
     # --- streams ------------------------------------------------------------------------------
 
@@ -155,7 +154,6 @@ class Changes:
             latest = conn.scalar(sql_select(func.max(Order.id)))
             count = conn.scalar(sql_select(func.coalesce(func.sum(OrderCount.n), 0))) if self.counts else 0
             conn.rollback()
-        self.checks += 1
         token = f"{latest or 0}-{count}"
         with self._cond:
             if token != self._token:
