@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,25 @@ import pytest
 from devtools.gunicorn import gunicorn
 
 from .test_stream import next_message, post_order, stream
+
+
+@contextmanager
+def servers(db_url: str, tmp_path: Path, env: dict[str, str], *, threads: int) -> Iterator[tuple[str, str]]:
+    """The list's gunicorn (gthread, `threads`) and the stream server (gevent), one worker each."""
+    with (
+        gunicorn(db_url, log_path=tmp_path / "list.log", workers=1, threads=threads, env=env) as (
+            list_url,
+            _,
+        ),
+        gunicorn(
+            db_url,
+            log_path=tmp_path / "streams.log",
+            workers=1,
+            env=env,
+            config="deploy/gunicorn-streams.conf.py",
+        ) as (stream_url, _),
+    ):
+        yield list_url, stream_url
 
 
 def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
@@ -29,16 +50,7 @@ def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
         "RATELIMIT_READS": "100000 per minute",
         "STREAMS_PER_PROCESS": "1",
     }
-    with (
-        gunicorn(db_url, log_path=tmp_path / "list.log", workers=1, threads=2, env=env) as (list_url, _),
-        gunicorn(
-            db_url,
-            log_path=tmp_path / "streams.log",
-            workers=1,
-            env=env,
-            config="deploy/gunicorn-streams.conf.py",
-        ) as (stream_url, _),
-    ):
+    with servers(db_url, tmp_path, env, threads=2) as (list_url, stream_url):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(list_url + "/orders/stream", timeout=15)
         refused.value.close()
@@ -74,16 +86,7 @@ def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
     from devtools.front import FrontUnavailable, front
 
     env = {"STREAM_HEARTBEAT_SECONDS": "55", "RATELIMIT_READS": "100000 per minute"}
-    with (
-        gunicorn(db_url, log_path=tmp_path / "list.log", workers=1, threads=4, env=env) as (list_url, _),
-        gunicorn(
-            db_url,
-            log_path=tmp_path / "streams.log",
-            workers=1,
-            env=env,
-            config="deploy/gunicorn-streams.conf.py",
-        ) as (stream_url, _),
-    ):
+    with servers(db_url, tmp_path, env, threads=4) as (list_url, stream_url):
         app_server = list_url.removeprefix("http://")
         try:
             with (
