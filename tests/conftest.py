@@ -16,13 +16,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from pagination import CursorCodec
 
 # One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
 # `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
 from .cluster_support import cluster, orders, primary  # noqa: F401
-from .databases import APP_ENGINES, SERVERS, throwaway_database, unavailable
+from .databases import APP_ENGINES, SERVERS, migrated_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 from .live import REMOTE_URL, LiveServer
 
@@ -206,10 +206,7 @@ def _garbage_of_the_module() -> Iterator[None]:
 @pytest.fixture(scope="session", params=APP_ENGINES)
 def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated, empty database on each engine (tests using it run once per engine)."""
-    with throwaway_database(request.param, tmp_path_factory.mktemp("db")) as url:
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
+    with migrated_database(request.param, tmp_path_factory.mktemp("db")) as url:
         yield url
 
 
@@ -279,10 +276,7 @@ def client(app: Flask) -> FlaskClient:
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
 def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("live"), "live") as url:
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
+    with migrated_database(request.param, tmp_path_factory.mktemp("live"), "live") as url:
         yield url
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from devtools.databases import create_database, drop_database
@@ -75,6 +78,102 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
         yield url
     finally:
         drop_database(server, name)
+
+
+@contextmanager
+def migrated_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[str]:
+    """Yield the URL of a new, empty database of `kind` at the newest migration; drop it
+    afterwards. A copy of this process's migrated template (`_template`): migrating once per
+    engine and test process, not once per fixture (median of 5 on a busy machine: PostgreSQL
+    0.20 s against a migration's 0.49 s, MariaDB 0.18 s against 0.73 s). A test about the
+    migrations themselves takes `throwaway_database` and migrates."""
+    if kind == "sqlite":
+        path = tmp_dir / f"{label}-{uuid.uuid4().hex[:8]}.db"
+        shutil.copyfile(_template(kind), path)
+        yield f"sqlite:///{path}"
+        return
+    template = _template(kind)
+    server = server_url(kind)
+    name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    url = make_url(server).set(database=name).render_as_string(hide_password=False)
+    try:
+        _copy(server, template, name)
+        yield url
+    finally:
+        drop_database(server, name)
+
+
+_TEMPLATES: dict[str, str] = {}  # engine id: this process's migrated template (a file, a name)
+
+
+def _template(kind: str) -> str:
+    """This process's migrated, empty template of `kind`, made on first use, removed at exit."""
+    if kind in _TEMPLATES:
+        return _TEMPLATES[kind]
+    from orders.data.db import make_engine, migrate
+
+    if kind == "sqlite":
+        directory = tempfile.mkdtemp(prefix="tests-template-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        url = f"sqlite:///{directory}/template.db"
+        location = f"{directory}/template.db"
+    else:
+        server = server_url(kind)
+        location = f"keyset_template_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        try:
+            url = create_database(server, location)
+        except Exception as err:
+            shown = make_url(server).render_as_string(hide_password=True)
+            unavailable(kind, f"{shown}: {str(err).splitlines()[0]}")
+        # Registered after the server's own stop (postgresql18): runs before it, at exit.
+        atexit.register(drop_database, server, location)
+    engine = make_engine(url)
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    _TEMPLATES[kind] = location
+    return location
+
+
+def _copy(server: str, template: str, name: str) -> None:
+    """Create `name` as a copy of the migrated `template` on `server`. PostgreSQL copies the
+    template's files (no migration runs); MariaDB has no templates: each table is created from
+    the template's own definition (SHOW CREATE TABLE: columns, keys, foreign keys, options) with
+    its rows (alembic_version), then each trigger from SHOW CREATE TRIGGER, in their order.
+    tests/test_migrations.py checks that the copy is the migrated schema."""
+    admin = create_engine(make_url(server), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if admin.dialect.name == "postgresql":
+                # WAL_LOG (the default since 15), not FILE_COPY: FILE_COPY checkpoints twice, and
+                # on this template and a busy shared server it took 0.62 s (median of 5) against
+                # WAL_LOG's 0.20 s and a migration's 0.49 s.
+                conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY WAL_LOG'))
+                return
+            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+            conn.execute(text(f"USE `{name}`"))
+            conn.execute(text("SET SESSION foreign_key_checks = 0"))
+            tables = conn.execute(
+                text("SELECT table_name FROM information_schema.tables WHERE table_schema = :db"),
+                {"db": template},
+            ).scalars()
+            for table in list(tables):
+                create = conn.execute(text(f"SHOW CREATE TABLE `{template}`.`{table}`")).one()[1]
+                conn.execute(text(create))
+                conn.execute(text(f"INSERT INTO `{table}` SELECT * FROM `{template}`.`{table}`"))
+            triggers = conn.execute(
+                text(
+                    "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = :db "
+                    "ORDER BY event_object_table, action_timing, event_manipulation, action_order"
+                ),
+                {"db": template},
+            ).scalars()
+            for trigger in list(triggers):
+                create = conn.execute(text(f"SHOW CREATE TRIGGER `{template}`.`{trigger}`")).one()[2]
+                conn.execute(text(create))
+    finally:
+        admin.dispose()
 
 
 def server_url(kind: str) -> str:

@@ -22,8 +22,8 @@ from playwright.sync_api import Page, expect
 
 from orders.views.stream import changes
 
-from .databases import APP_ENGINES, throwaway_database
-from .fixtures import clear, make_app, migrated
+from .databases import APP_ENGINES, migrated_database
+from .fixtures import clear, make_app
 from .helpers import BASE, add_orders
 from .live import REMOTE_URL, ROWS, LiveServer
 
@@ -52,8 +52,8 @@ PLACE = """() => {
 
 @pytest.fixture(scope="module", params=APP_ENGINES)
 def push_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("push"), "push") as url:
-        yield migrated(url)
+    with migrated_database(request.param, tmp_path_factory.mktemp("push"), "push") as url:
+        yield url
 
 
 @pytest.fixture

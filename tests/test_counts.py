@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import STATUSES, Order
 from orders.data.seed import seed_orders
 from orders.finding.estimates import estimate
 
-from .databases import SERVERS, throwaway_database
+from .databases import SERVERS, migrated_database
 
 WRITERS = 4
 ROUNDS = 40
@@ -28,9 +28,8 @@ ROUNDS = 40
 
 @pytest.fixture(params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:  # type: ignore[no-untyped-def]
-    with throwaway_database(request.param, tmp_path, "counts") as url:
+    with migrated_database(request.param, tmp_path, "counts") as url:
         engine = make_engine(url)
-        migrate(engine)
         yield engine
         engine.dispose()
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.seed import CUSTOMERS, seed_orders
 from orders.finding.listing import ListRequest
@@ -22,7 +22,7 @@ from orders.finding.search import Search
 from orders.finding.sorts import SORTS
 from pagination import AFTER, CursorCodec, Position, filters_fingerprint, paginate
 
-from .databases import ENGINES, throwaway_database
+from .databases import ENGINES, migrated_database
 from .helpers import BASE, plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
@@ -36,9 +36,8 @@ QUERIES = {"common": ("ÚRS", "Úrsula Freitas", 0.9), "rare": ("quint", RARE, 0
 
 @pytest.fixture(scope="module", params=ENGINES)
 def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("find"), "findplans") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("find"), "findplans") as url:
         engine = make_engine(url)
-        migrate(engine)
         with Session(engine) as session:
             seed_orders(session, ROWS)
             # Through the ORM, as the API writes: the words come with the order.

@@ -29,14 +29,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from werkzeug.wrappers import Request
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
 from orders.exports.csv_format import CSV_COLUMNS
 from orders.finding.sorts import KEYSETS
 from orders.writing.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
-from .databases import ENGINES, throwaway_database
+from .databases import ENGINES, migrated_database
 from .fixtures import SECRET, authorized_client, make_app, with_token
 from .helpers import BASE, add_orders
 
@@ -62,9 +62,8 @@ API_ERROR_CODES = {"invalid_cursor", "cursor_mismatch", "invalid_parameter"}
 @pytest.fixture(scope="module", params=ENGINES)
 def fuzz_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
     """An app on a database with 60 orders, many tied on created_at, every status present."""
-    with throwaway_database(request.param, tmp_path_factory.mktemp("fuzz"), "fuzz") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("fuzz"), "fuzz") as url:
         engine = make_engine(url)
-        migrate(engine)
         rows = [
             (
                 BASE - dt.timedelta(minutes=i // 7),

@@ -29,13 +29,13 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.names import key_words, name_key
 from orders.finding import listing
 from orders.finding.sorts import SORTS
 
-from .databases import APP_ENGINES, throwaway_database
+from .databases import APP_ENGINES, migrated_database
 from .fixtures import CLIENT_LIMITS, make_app
 from .helpers import BASE, add_orders, link
 
@@ -86,9 +86,8 @@ MAX_STATEMENT_MS = 2000  # far above any of these reads; a read that is not boun
 
 @pytest.fixture(scope="module", params=APP_ENGINES)
 def matrix_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("matrix"), "matrix") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("matrix"), "matrix") as url:
         engine = make_engine(url)
-        migrate(engine)
         add_orders(
             engine,
             [

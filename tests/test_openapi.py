@@ -27,11 +27,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import STATUSES
 from orders.views.openapi import SPEC
 
-from .databases import APP_ENGINES, throwaway_database
+from .databases import APP_ENGINES, migrated_database
 from .fixtures import AUTH, make_app, with_token
 from .helpers import BASE, add_orders
 from .live import LiveServer
@@ -53,9 +53,8 @@ def live_api(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     """The app served for real on each engine, with 80 orders so pages, cursors and ids exist."""
-    with throwaway_database(request.param, tmp_path_factory.mktemp("openapi"), "openapi") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("openapi"), "openapi") as url:
         engine = make_engine(url)
-        migrate(engine)
         add_orders(
             engine,
             [

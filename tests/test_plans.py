@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.seed import seed_orders
 from orders.exports.stream import batch_sql, compile_for_driver, driver_params, export_columns
 from orders.finding.listing import ListRequest
@@ -28,7 +28,7 @@ from pagination import (
     start_at,
 )
 
-from .databases import ENGINES, POSTGRESQL, throwaway_database
+from .databases import ENGINES, POSTGRESQL, migrated_database
 from .helpers import plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
@@ -39,9 +39,8 @@ LIMIT = 20
 
 @pytest.fixture(scope="module", params=ENGINES)
 def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("plans"), "plans") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("plans"), "plans") as url:
         engine = make_engine(url)
-        migrate(engine)
         with Session(engine) as session:
             seed_orders(session, ROWS)
             if engine.dialect.name == "postgresql":

@@ -29,7 +29,7 @@ from orders.exports.stream import export_chunks
 from orders.finding.listing import ListRequest
 from pagination import CursorCodec, iterate
 
-from .databases import SERVERS, throwaway_database
+from .databases import SERVERS, migrated_database
 from .fixtures import make_app
 from .helpers import BASE, add_orders
 
@@ -221,10 +221,7 @@ NAME_TEXT = st.lists(
 
 @pytest.fixture(scope="module", params=SERVERS)
 def server_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("csvgen"), "csvgen") as url:
-        engine = make_engine(url)
-        migrate(engine)
-        engine.dispose()
+    with migrated_database(request.param, tmp_path_factory.mktemp("csvgen"), "csvgen") as url:
         app = make_app(url)
         yield app
         app.extensions["engine"].dispose()

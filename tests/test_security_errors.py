@@ -22,8 +22,8 @@ from orders.core.errors import ERRORS
 from orders.views.openapi import SPEC
 
 from . import fixtures
-from .databases import SERVERS, family, throwaway_database
-from .fixtures import AUTH, migrated, with_token
+from .databases import SERVERS, family, migrated_database
+from .fixtures import AUTH, with_token
 
 README = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"  # the error table
 ORDER = {"customer": "Ana", "amount": "1.00"}
@@ -33,8 +33,7 @@ ORDER = {"customer": "Ana", "amount": "1.00"}
 def server_db(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, str]]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("kinds"), "kinds") as url:
-        migrated(url)
+    with migrated_database(request.param, tmp_path_factory.mktemp("kinds"), "kinds") as url:
         yield family(request.param), url
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from soak.run import WALKS, Config, soak
 
-from .databases import ENGINES, throwaway_database
-from .fixtures import authorized_client, make_app, migrated, with_token
+from .databases import ENGINES, migrated_database, throwaway_database
+from .fixtures import authorized_client, make_app, with_token
 
 SHORT_SECONDS = 15
 
@@ -41,8 +41,7 @@ def test_short_soak_keeps_every_invariant(postgresql_url: str) -> None:
 
 @pytest.fixture(params=ENGINES)
 def delete_app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
-    with throwaway_database(request.param, tmp_path, "delete") as url:
-        migrated(url)
+    with migrated_database(request.param, tmp_path, "delete") as url:
         app = with_token(make_app(url))
         yield app
         app.extensions["engine"].dispose()

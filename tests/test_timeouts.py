@@ -31,10 +31,10 @@ import requests
 from flask import Flask
 from sqlalchemy import create_engine, text
 
-from orders.data.db import make_engine, migrate
+from orders.data.db import make_engine
 from orders.data.models import STATUSES
 
-from .databases import SERVERS, family, throwaway_database
+from .databases import SERVERS, family, migrated_database
 from .fixtures import make_app
 from .helpers import BASE, add_orders
 from .live import LiveServer
@@ -46,9 +46,8 @@ SAFETY_RELEASE = 15  # seconds: a lock is released by then even if the app does 
 
 @pytest.fixture(scope="module", params=SERVERS)
 def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    with throwaway_database(request.param, tmp_path_factory.mktemp("timeouts"), "timeouts") as url:
+    with migrated_database(request.param, tmp_path_factory.mktemp("timeouts"), "timeouts") as url:
         engine = make_engine(url)
-        migrate(engine)
         add_orders(
             engine,
             [(BASE - dt.timedelta(minutes=i // 3), f"c{i}", Decimal(i), STATUSES[i % 4]) for i in range(60)],
