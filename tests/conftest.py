@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import random
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from pagination import CursorCodec
 # One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
 # `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
 from .cluster_support import cluster, orders, primary  # noqa: F401
-from .databases import APP_ENGINES, SERVERS, migrated_database, unavailable
+from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 from .live import REMOTE_URL, LiveServer
 
@@ -70,17 +71,37 @@ QUICK_LEAVES_OUT = {
     "test_library_statements.py",
     "test_pagination_properties.py",
     "test_fuzz.py",
+    # Sharded topologies: PostgreSQL servers of their own (initdb, postgres_fdw), half a minute each.
+    "test_shards.py",
+    "test_shard_add.py",
+    # 300,000 orders seeded as `make run` seeds them: most of a minute on one thing.
+    "test_seed.py::test_make_run_seed_timed",
+}
+# --quick runs one case of each of these, the full suite every case: each case starts a Python
+# process of its own (the app's CLI or gunicorn refusing a value, about a second each, 122 cases:
+# two minutes of the quick loop's time), and one case already runs that command's whole path.
+QUICK_RUNS_ONE_CASE = {
+    "test_settings.py::test_a_bad_value_stops_every_command_with_one_line",
+    "test_settings.py::test_every_setting_gunicorn_reads_is_refused_in_one_line_with_status_2",
+    "test_settings.py::test_a_value_that_cannot_work_is_refused_at_start_in_one_line",
+    "test_settings.py::test_a_refusal_never_prints_a_credential",
+    "test_settings.py::test_development_warns_about_a_misspelling_and_goes_on",
 }
 
 
-def _quick_leaves_out(item: pytest.Item) -> bool:
+def _quick_leaves_out(item: pytest.Item, cases_seen: set[str]) -> bool:
     if item.get_closest_marker("browser") or item.get_closest_marker("slow"):
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
     if any(isinstance(value, str) and value in SERVERS for value in params.values()):
         return True
     module = Path(str(item.path))
-    return module.name in QUICK_LEAVES_OUT or _builds_patroni(module)
+    function = f"{module.name}::{getattr(item, 'originalname', item.name)}"
+    if function in QUICK_RUNS_ONE_CASE:
+        if function in cases_seen:
+            return True
+        cases_seen.add(function)
+    return module.name in QUICK_LEAVES_OUT or function in QUICK_LEAVES_OUT or _builds_patroni(module)
 
 
 _SEED = pytest.StashKey[int]()
@@ -123,10 +144,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each engine's database is still set up once): a module that passes only after another one
     left something behind fails in some order, and the seed replays that order."""
     if config.getoption("--quick"):
-        left_out = [item for item in items if _quick_leaves_out(item)]
+        cases_seen: set[str] = set()
+        kept = {id(item) for item in items if not _quick_leaves_out(item, cases_seen)}
+        left_out = [item for item in items if id(item) not in kept]
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item in items if not _quick_leaves_out(item)]
+            items[:] = [item for item in items if id(item) in kept]
     if REMOTE_URL:
         for item in items:
             _local_only_against_a_deployment(item)
@@ -181,9 +204,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "patroni" if _builds_patroni(config.rootpath / module) else module
+            if _builds_patroni(config.rootpath / module):
+                return "patroni"
+            return f"{module}::{_engine_of(nodeid)}" if _BROWSER_MODULE.fullmatch(module) else module
 
     return ByModule(config, log)
+
+
+# A browser module (make test-browser's tests/test_browser*.py) is split by engine: its SQLite and
+# its PostgreSQL tests may run on two workers at once. Each worker has its own live database and
+# server (live_db_url, session scope) and Chromium, and no browser module holds a module-scoped
+# fixture that is not per engine; they are the largest units after the Patroni group (each
+# engine's half of tests/test_browser_reach.py about 4 minutes), so whole they bound the run.
+_BROWSER_MODULE = re.compile(r"tests/test_browser\w*\.py")
+
+
+def _engine_of(nodeid: str) -> str:
+    """The engine id among a test's parameters ("" for none), read off its node id."""
+    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
+    return next((part for part in params.split("-") if part in ENGINES), "")
 
 
 @functools.cache
