@@ -254,27 +254,13 @@ function applyDrops(plan) {
   htmx.process(row);
 }
 
-// The reader's place across writes: measured once before the first of them (a read of the
-// layout the last frame drew, so nothing is laid out for it) and restored once, at the start of
-// the next frame, when the browser lays the page out anyway. Writes that come meanwhile share the
-// one measurement (it is still from before all of them).
-var pendingAnchor = null;
-var anchorFrame = 0;
-function beforeWrites() {
-  if (!anchorFrame) pendingAnchor = anchorNow();
-}
-function afterWrites() {
-  if (!anchorFrame) anchorFrame = requestAnimationFrame(restoreNow);
-}
-// Now rather than next frame (`keep`: false when the script moves the reader itself next:
-// landing on a row, focusing a new one).
-function restoreNow(keep) {
-  if (anchorFrame) cancelAnimationFrame(anchorFrame);
-  anchorFrame = 0;
-  var anchor = pendingAnchor;
-  pendingAnchor = null;
-  if (keep !== false) restore(anchor);
-}
+// The reader's place across writes that can move it: rows put in or taken out above the first
+// row in view. Measured before the writes (a read of the layout the last frame drew: nothing is
+// laid out for it) and restored by one read after them, in the same task, before the reader or
+// another script can scroll (a later restore would undo their scroll). Rows put in or taken out
+// below the first row in view move nothing: no read at all.
+function beforeWrites(above) { return above ? anchorNow() : null; }
+function afterWrites(anchor) { restore(anchor); }
 
 // Far pages go in a task of their own after the swap, never inside it (the swap's task stays
 // the new rows' own): read, write, and the place restored in the next frame. The trim makes room
@@ -293,9 +279,9 @@ function trim(movingUp, ahead) {
   if (loads.has(document.getElementById(movingUp ? "more" : "less"))) return;
   var plan = planDrops(movingUp, ahead);
   if (!plan) return;
-  beforeWrites();
+  var anchor = beforeWrites(!plan.up);
   applyDrops(plan);
-  afterWrites();
+  afterWrites(anchor);
 }
 
 // --- Loads ---------------------------------------------------------------------------------
@@ -342,10 +328,10 @@ function insert(load, target, html) {
   var rows = guardFragment(fragment);
   runHooks(fragment);
   var controls = Array.prototype.filter.call(fragment.children, function (el) { return !isRow(el); });
-  beforeWrites();
+  var anchor = beforeWrites(load.up);
   target.replaceWith(fragment);
   controls.forEach(function (el) { htmx.process(el); });
-  afterWrites();
+  afterWrites(anchor);
   return rows;
 }
 
@@ -409,13 +395,13 @@ function landed(load, target, html) {
   if (incoming) pageRows = incoming;
   if (maxRows() && dataRows().length + incoming > maxRows()) trim(load.up, incoming);
   var rows = insert(load, target, html);
-  if (landing && !load.up) { restoreNow(false); settleLanding(); }
+  if (landing && !load.up) settleLanding();
   var message = rows.length + (load.up ? " earlier" : " more") + " orders loaded.";
   if (!load.up && !document.getElementById("more") && document.getElementById("end-of-list")) {
     message += " End of orders.";
   }
   announce(message);
-  if (load.focus && rows.length) { restoreNow(); rows[0].focus({ preventScroll: false }); }
+  if (load.focus && rows.length) rows[0].focus({ preventScroll: false });
   trimSoon(load.up);
   rememberPlaceSoon();
   document.dispatchEvent(new CustomEvent("orders:loaded", { detail: { rows: rows, up: load.up } }));
