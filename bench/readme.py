@@ -173,8 +173,9 @@ def _targets(results: dict[str, Any]) -> str:
 
 
 def _browser(results: dict[str, Any]) -> str:
-    """The wheel scroll of today's front end at its default window, 1x and 4x (the whole table,
-    with the other windows and the front end before, is in report.md)."""
+    """The wheel scroll of today's front end at its default window, at each CPU rate the run had
+    (1x, 4x and a low-end phone's 6x; the whole table, with the front end before, is in
+    report.md)."""
     runs = [r for r in results.get("wheel") or [] if r["front_end"].startswith("now")]
     if not runs:
         return ""

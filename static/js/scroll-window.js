@@ -7,9 +7,10 @@
 //               the window is resized; a row named by the address is brought to the top
 //   the address the URL of the page holding the first row in view, plus that row
 //
-// Layout is read once per swap and written after: every read of a position happens before the
-// writes it informs, or once after them all, never read-after-write in a loop (each such read
-// lays the whole table out again). docs/scroll.md has the measurements.
+// The rows of a page go in by this module (one replaceWith of a parsed fragment), not by htmx's
+// swap, and far pages go in a task of their own after it. Layout is read only where rows went in
+// or out above the reader's place: once before the writes, once after them all, never
+// read-after-write in a loop. docs/scroll.md has the measurements.
 //
 // The API for other parts of the page (window.ordersList, also this module's exports):
 //   open(url, {row, push = true, focus = false}) -> Promise<{row, url}>
