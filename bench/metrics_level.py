@@ -111,7 +111,7 @@ def _own_work_here(iterations: int, tmp_dir: Path) -> dict[str, float]:
     from sqlalchemy import create_engine
 
     from orders.app import create_app
-    from orders.web import metrics
+    from orders.web import metrics, request_log
 
     url = f"sqlite:///{tmp_dir / 'own-work.db'}"
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": SECRET, "METRICS": "on"})
@@ -120,7 +120,7 @@ def _own_work_here(iterations: int, tmp_dir: Path) -> dict[str, float]:
     answer = Response("", 200)
     hook, pool = [], {"plain": [], "watched": []}
     with app.test_request_context("/orders?after=x&sort=newest", headers=HX):
-        assert metrics.request_kind() == "fragment"
+        assert request_log.request_kind() == "fragment"
         for _ in range(7):  # rounds, interleaved; the median
             g.request_started = time.perf_counter()
             started = time.process_time()

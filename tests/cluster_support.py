@@ -210,15 +210,21 @@ class Walk:
 
 
 def watch_failures(page: Page) -> list[str]:
-    """Every HTTP error and failed request the page sees, from now on."""
+    """Every HTTP error and failed request the page sees, from now on, but the live stream's
+    designed refusal: a recipe without a stream server sends /orders/stream to the list's
+    gunicorn, which answers 503 with Retry-After, and the page polls instead (docs/scroll.md)."""
     failures: list[str] = []
 
+    def stream(url: str) -> bool:
+        return url.split("?", 1)[0].endswith("/orders/stream")
+
     def response(r: Response) -> None:
-        if r.status >= 400:
+        if r.status >= 400 and not (stream(r.url) and r.status == 503 and "retry-after" in r.headers):
             failures.append(f"{r.status} {r.url} {r.headers}")
 
     def failed(r: Request) -> None:
-        failures.append(f"failed {r.url} {r.failure}")
+        if not (stream(r.url) and r.failure == "net::ERR_ABORTED"):  # a stream closed by navigation
+            failures.append(f"failed {r.url} {r.failure}")
 
     page.on("response", response)
     page.on("requestfailed", failed)
