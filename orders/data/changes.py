@@ -4,13 +4,12 @@
 One watcher per process, started by the first open stream and gone a few seconds after the last
 one closed, so a process that holds no stream never asks the database anything:
 
-- PostgreSQL: one connection of its own (out of the pool) LISTENs on `orders_new`, which a
-  statement trigger NOTIFYs at the commit of every INSERT into orders (migration 0005). A
-  notification wakes the watcher at once; it then reads the signature below on a pooled
-  connection, never on the listening one (a query there would swallow a notification that came
-  in meanwhile).
-- SQLite, MariaDB, and a PostgreSQL coordinator of shards (whose shards' triggers notify their
-  own listeners, not the coordinator's): the signature is read once a second (TICK_S).
+- Every engine: the signature below is read once a second (TICK_S) on a pooled connection.
+  PostgreSQL's LISTEN/NOTIFY is not used: a transaction that NOTIFYs takes a database-wide lock
+  at commit and holds it until the commit is done, including the wait for a synchronous
+  standby, so a NOTIFY in every order's INSERT (migration 0005's trigger, dropped by 0006)
+  made every writer queue behind one commit's standby wait (tests/test_synchronous_commit.py
+  found it: with the standby frozen, no later commit ever reached its own wait).
 
 The signature is the orders' largest id and the sum of the per-status counts (order_counts, kept
 by triggers in every writing transaction): an order committed after one with a larger id
@@ -23,12 +22,9 @@ The watcher never writes to a client, and a slow client never holds the watcher.
 from __future__ import annotations
 
 import logging
-import select
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import Engine, func
 from sqlalchemy import select as sql_select
@@ -37,14 +33,10 @@ from orders.data.models import Order, OrderCount
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "orders_new"  # migration 0005's trigger notifies on it
-# How often the polling engines are checked, and how often a waiting stream looks at its client
+# How often the signature is read, and how often a waiting stream looks at its client
 # and its lifetime: the 2 s the reader is promised is at most this, a pooled read, the event's
 # write and the page's request for the count.
 TICK_S = 1.0
-# Checks at most this often on PostgreSQL while notifications keep coming (a busy shop): one
-# signature read per process per MIN_GAP_S, however many orders.
-MIN_GAP_S = 0.25
 # Before the watcher, out of work, ends (a stream opened meanwhile keeps it).
 IDLE_S = 5.0
 # After a failure (database down), the watcher tries again this long after.
@@ -64,9 +56,8 @@ class State:
 class Changes:
     """The watcher of one app process and the count of its open streams."""
 
-    def __init__(self, engine: Engine, *, listen: bool, counts: bool):
+    def __init__(self, engine: Engine, *, counts: bool):
         self.engine = engine
-        self.listen = listen  # PostgreSQL without shards: LISTEN, else poll every TICK_S
         self.counts = counts  # whether order_counts is there (not on a coordinator of shards)
         self._cond = threading.Condition()
         self._version = 0
@@ -128,11 +119,8 @@ class Changes:
                     self._thread = None  # the next stream to open starts another
                     return
             try:
-                if self.listen:
-                    self._listen()
-                else:
-                    self._check()
-                    self._sleep(TICK_S)
+                self._check()
+                self._sleep(TICK_S)
             except Exception as err:  # the database down or gone: the streams stay, the list polls
                 log.warning(
                     "new orders: watching failed (%s: %s); again in %.0f s", type(err).__name__, err, RETRY_S
@@ -160,44 +148,3 @@ class Changes:
                 self._token, self._latest = token, latest
                 self._version += 1
                 self._cond.notify_all()
-
-    def _listen(self) -> None:
-        """LISTEN on a connection of its own until closed, idle or the connection fails."""
-        pooled = self.engine.raw_connection()
-        conn: Any = pooled.driver_connection
-        pooled.detach()  # out of the pool for good: closed below, never handed to a request
-        try:
-            conn.rollback()
-            conn.autocommit = True
-            conn.execute(f"LISTEN {CHANNEL}")
-            # After LISTEN: an order committed from here on is heard, one before it is read now.
-            self._check()
-            wait_readable = _readable(conn.fileno())
-            last_check = time.monotonic()
-            heard = False
-            while self._wanted():
-                # Heard and too soon after the last check: wait only for the rest of the gap.
-                gap = last_check + MIN_GAP_S - time.monotonic()
-                if wait_readable(max(gap, 0.0) if heard else TICK_S):
-                    conn.pgconn.consume_input()  # raises when the connection is gone
-                    while conn.pgconn.notifies() is not None:
-                        heard = True
-                if heard and time.monotonic() - last_check >= MIN_GAP_S:
-                    heard = False
-                    self._check()
-                    last_check = time.monotonic()
-        finally:
-            conn.close()
-
-
-def _readable(fd: int) -> Callable[[float], bool]:
-    """A wait of at most `seconds` for `fd` to be readable. poll(), not select(): a process with
-    hundreds of streams has descriptors above select's 1024. Under gevent (the stream server),
-    select.poll is gevent's, and the wait yields to the streams."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
-
-    def wait(seconds: float) -> bool:
-        return bool(poller.poll(seconds * 1000))
-
-    return wait

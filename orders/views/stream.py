@@ -47,9 +47,7 @@ def changes() -> Changes:
     if found is None:
         engine = current_app.extensions["engine"]
         sharded = bool(current_app.config.get("DATABASE_SHARD_URLS"))
-        found = Changes(
-            engine, listen=engine.dialect.name == "postgresql" and not sharded, counts=not sharded
-        )
+        found = Changes(engine, counts=not sharded)
         found = current_app.extensions.setdefault("changes", found)
     return found
 
