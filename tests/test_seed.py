@@ -9,10 +9,10 @@ import re
 import time
 from collections import Counter, deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from sqlalchemy import Engine, func, inspect, select
+from sqlalchemy import Engine, Table, func, inspect, select
 from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine, migrate
@@ -57,10 +57,14 @@ def assert_kept(engine: Engine, expected: list[dict[str, Any]]) -> None:
 
 
 def assert_indexes_whole(engine: Engine) -> None:
+    """Every index of the models is there, and each table's primary key (PostgreSQL's seed drops
+    the words' one and adds it back)."""
     inspector = inspect(engine)
-    for table in (Order.__table__, ORDER_WORDS):
+    for table in (cast(Table, Order.__table__), ORDER_WORDS):
         wanted = {index.name for index in table.indexes}
         assert wanted <= {index["name"] for index in inspector.get_indexes(table.name)}, table.name
+        key = inspector.get_pk_constraint(table.name)["constrained_columns"]
+        assert key == [column.name for column in table.primary_key.columns], table.name
 
 
 def assert_search_matches(engine: Engine, url: str, query: str) -> None:

@@ -7,20 +7,25 @@ compares them). The name words (orders/data/words.py) are joined from the seed's
 same transaction. Into empty tables on PostgreSQL and SQLite, whose DDL is transactional, the
 secondary indexes of both tables are dropped first and built once at the end, from sorted rows
 (measured: sorting each index once costs less than keeping it through 3.4 million scattered
-inserts); MariaDB's DDL commits at once, so there the indexes are kept through the inserts.
+inserts), and on PostgreSQL the words' primary key as well; on SQLite the pages go through a
+rollback journal instead of the WAL (written once, not twice; `_sqlite_rollback_journal`).
+MariaDB's DDL commits at once, so there the indexes are kept through the inserts.
 Everything is one transaction: a failed or interrupted seed leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import partial
 from typing import Any, cast
 
-from sqlalchemy import Connection, Index, Table, select, text
+from sqlalchemy import Connection, Index, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
+from sqlalchemy.schema import AddConstraint, DropConstraint
 
 from orders.data.models import ORDER_WORDS, STATUSES, Order, keeps_words
 from orders.data.names import name_key
@@ -184,6 +189,9 @@ def seed_orders(
         and session.scalar(select(Order.id).limit(1)) is None
         and session.scalar(select(ORDER_WORDS.c.id).limit(1)) is None
     )
+    # A first seed into a SQLite file: a rollback journal rather than the WAL (set back after).
+    dbapi = connection.connection.dbapi_connection
+    journal = dialect == "sqlite" and bulk and _sqlite_rollback_journal(dbapi)
     try:
         if dialect == "sqlite" and not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
             # pysqlite opens a transaction only before a statement starting with INSERT, UPDATE,
@@ -191,14 +199,19 @@ def seed_orders(
             # IMMEDIATE: the write lock now, so no other writer comes between here and COMMIT.
             session.execute(text("BEGIN IMMEDIATE"))
         if dialect == "postgresql" and bulk:
-            # Sorted in memory rather than in temporary files (an index of 3.4 million words).
+            # Sorted in memory rather than in temporary files: each index of 3.4 million words
+            # (maintenance_work_mem), each slice's words in key order (work_mem, 4 MB by default).
             session.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+            session.execute(text("SET LOCAL work_mem = '64MB'"))
         if dialect == "sqlite":
             # 256 MB of page cache for the words' B-trees (SQLite's default is 2 MB).
             session.execute(text("PRAGMA cache_size = -262144"))
         indexes = _secondary_indexes() if bulk else []
         for index in indexes:
             index.drop(connection)
+        # PostgreSQL keeps the words' primary key in a B-tree of its own: built once after too
+        # (inserted row by row, it is half the WAL the words write). SQLite's is the table.
+        key = _drop_words_key(connection) if dialect == "postgresql" and bulk else None
         start = _start(now)
         began = time.perf_counter()
         report("orders", 0, rows)
@@ -220,10 +233,13 @@ def seed_orders(
             took["name words"] = time.perf_counter() - began
         if indexes:
             began = time.perf_counter()
-            report("indexes", 0, len(indexes))
-            for done, index in enumerate(indexes, 1):
-                index.create(connection)
-                report("indexes", done, len(indexes))
+            builds: list[Callable[[], object]] = [partial(index.create, connection) for index in indexes]
+            if key is not None:
+                builds.insert(0, partial(connection.execute, key))
+            report("indexes", 0, len(builds))
+            for done, build in enumerate(builds, 1):
+                build()
+                report("indexes", done, len(builds))
             took["indexes"] = time.perf_counter() - began
         if dialect == "sqlite":
             session.execute(text("PRAGMA cache_size = -2000"))  # SQLite's default, for the pool
@@ -231,4 +247,52 @@ def seed_orders(
     except BaseException:
         session.rollback()  # PostgreSQL and SQLite roll the index drops back too
         raise
+    finally:
+        if journal:
+            _sqlite_wal(dbapi)
     return took
+
+
+def _drop_words_key(connection: Connection) -> AddConstraint:
+    """Drop order_words' primary key; returns the statement that adds it back, as it was."""
+    name = inspect(connection).get_pk_constraint(ORDER_WORDS.name)["name"]
+    key = ORDER_WORDS.to_metadata(MetaData()).primary_key  # a copy, to name
+    key.name = name
+    connection.execute(DropConstraint(key))
+    return AddConstraint(key)
+
+
+def _sqlite_rollback_journal(dbapi: Any) -> bool:
+    """Switch a SQLite database from its WAL to a rollback journal for a seed into empty tables;
+    False if it cannot (another connection has the file open: SQLite refuses at once).
+
+    In WAL mode every page of the seed (half a gigabyte for 300,000 orders: the words and their
+    indexes) is written twice, to the WAL and then by the checkpoint into the file, and the WAL
+    stays that size on disk while the app keeps the file open. A rollback journal keeps only
+    the pages the transaction changes that existed before it began (a new database's few), so
+    the pages are written once, into the file. As safe: a failed or interrupted seed rolls back
+    (the journal restores the pages, the file is cut to its former size, also on the next open
+    after a crash), and synchronous=FULL syncs the journal and the file at commit. While it
+    runs, readers wait for the writer (no WAL to read past it): a first seed, before anyone reads.
+    """
+    if dbapi is None or dbapi.in_transaction:
+        return False
+    try:
+        (mode,) = dbapi.execute("PRAGMA journal_mode = DELETE").fetchone()
+    except sqlite3.OperationalError:  # "database is locked": another connection has it open
+        return False
+    if str(mode).lower() != "delete":
+        return False
+    dbapi.execute("PRAGMA synchronous = FULL")
+    return True
+
+
+def _sqlite_wal(dbapi: Any) -> None:
+    """Back to the WAL and make_engine's synchronous=NORMAL (orders/data/db.py), on the seed's
+    connection, which the session has returned to its pool. A connection that is gone needs
+    nothing: each new one sets both (make_engine)."""
+    try:
+        dbapi.execute("PRAGMA journal_mode = WAL")
+        dbapi.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error:
+        pass
