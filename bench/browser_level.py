@@ -302,8 +302,9 @@ def measure_wheel(
     window: int | None = None,
     repeat: int = 1,
 ) -> list[dict[str, Any]]:
-    """The wheel scroll at each CPU rate, for the front end at `before` (None: not compared) and
-    today's, interleaved; `window`: today's front end with that MAX_ROWS_IN_PAGE too."""
+    """The wheel scroll at each CPU rate, for the front end at each of `before`'s comma-separated
+    revisions (None: not compared) and today's, interleaved; `window`: today's front end with
+    that MAX_ROWS_IN_PAGE too."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-wheel-"))
     results: list[dict[str, Any]] = []
     try:
@@ -311,11 +312,12 @@ def measure_wheel(
             now = stack.enter_context(_serve(rows, tmp))
             default = now.app.config["MAX_ROWS_IN_PAGE"]
             fronts: dict[str, Any] = {}
-            old = _checkout_front_end(before, tmp) if before else None
-            if old is not None:
-                fronts[f"before ({before}), {default} rows"] = stack.enter_context(
-                    _serve(rows, tmp, seed=False, front_end=old)
-                )
+            for rev in (before or "").split(","):
+                old = _checkout_front_end(rev.strip(), tmp) if rev.strip() else None
+                if old is not None:
+                    fronts[f"before ({rev.strip()}), {default} rows"] = stack.enter_context(
+                        _serve(rows, tmp, seed=False, front_end=old)
+                    )
             fronts[f"now, {default} rows"] = now
             if window is not None and window != default:
                 fronts[f"now, {window} rows"] = stack.enter_context(
@@ -489,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before",
         default=BEFORE,
-        help=f"the front end to compare with, a git revision (default {BEFORE}, before issue 41's "
-        "frame work; '' for none)",
+        help=f"the front ends to compare with, git revisions, comma-separated (default {BEFORE}, before "
+        "issue 41's frame work; '' for none)",
     )
     parser.add_argument(
         "--throttle",
