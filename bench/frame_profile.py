@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -53,6 +55,17 @@ CATEGORIES = [
     "v8",
 ]
 SCRIPT = {"FunctionCall", "EventDispatch", "EvaluateScript", "TimerFire", "FireAnimationFrame", "V8.Execute"}
+KIND_FIELDS = (
+    "count",
+    "total_ms",
+    "max_ms",
+    "over_50",
+    "over_33",
+    "layout_ms",
+    "style_ms",
+    "parse_ms",
+    "paint_ms",
+)
 RENDERING = {
     "BeginMainThreadFrame",
     "UpdateLifecycle",
@@ -205,7 +218,10 @@ def analyse(trace: bytes, swaps: int) -> dict[str, Any]:
         "swaps": swaps,
         "self_ms_per_swap": {k: v / per for k, v in sorted(self_ms.items(), key=lambda kv: -kv[1])[:40]},
         "counts": dict(counts),
-        "kinds": {k: dict(v) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]["total_ms"])},
+        "kinds": {
+            k: {**dict.fromkeys(KIND_FIELDS, 0.0), **v}
+            for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]["total_ms"])
+        },
         "invalidations": invalidations,
         "calls_ms_per_swap": {k: v / per for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:25] if v},
     }
@@ -273,6 +289,10 @@ def show(name: str, r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _slug(name: str) -> str:
+    return re.sub(r"\W+", "-", name).strip("-")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.frame_profile", description=__doc__.split("\n\n")[0]
@@ -286,7 +306,17 @@ def main(argv: list[str] | None = None) -> int:
         "--invalidations", action="store_true", help="also what invalidated style, layout, paint"
     )
     parser.add_argument("--keep", type=Path, help="a directory for the raw traces")
+    parser.add_argument(
+        "--analyse", type=Path, nargs="*", help="only analyse these kept traces (swaps unknown: 1)"
+    )
     args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    if args.analyse:
+        for path in args.analyse:
+            r = analyse(path.read_bytes(), 1)
+            r.update(rate=0, seconds=0.0, frames=0, p95=0.0, long_tasks=0, longest=0.0)
+            print(show(path.name, r))
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     try:
         with ExitStack() as stack:
@@ -303,11 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             browser = _launch(p)
             for round_ in range(args.repeat):
                 for name, server in fronts.items():
-                    keep = (
-                        args.keep / f"{name.replace(' ', '').strip('()')}-{args.rate}x-{round_}.json"
-                        if args.keep
-                        else None
-                    )
+                    keep = args.keep / f"{_slug(name)}-{args.rate}x-{round_}.json" if args.keep else None
                     if keep:
                         keep.parent.mkdir(parents=True, exist_ok=True)
                     print(
