@@ -66,6 +66,24 @@ KIND_FIELDS = (
     "parse_ms",
     "paint_ms",
 )
+# Outermost events, by group, for the CPU summary (a group's events nested in another's count there).
+CPU_GROUPS = {
+    "FunctionCall": "script (incl. forced layout)",
+    "EventDispatch": "script (incl. forced layout)",
+    "TimerFire": "script (incl. forced layout)",
+    "FireAnimationFrame": "script (incl. forced layout)",
+    "V8.Execute": "script (incl. forced layout)",
+    "v8.callFunction": "script (incl. forced layout)",
+    "ParseHTML": "parse",
+    "Layout": "layout",
+    "UpdateLayoutTree": "style",
+    "PrePaint": "paint: prepaint, paint, layerize",
+    "LocalFrameView::RunPaintLifecyclePhase": "paint: prepaint, paint, layerize",
+    "Commit": "commit",
+    "ProxyMain::BeginMainFrame::commit": "commit",
+    "HitTest": "hit test",
+    "IntersectionObserverController::computeIntersections": "intersection observers",
+}
 RENDERING = {
     "BeginMainThreadFrame",
     "UpdateLifecycle",
@@ -111,6 +129,7 @@ def _tree(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "name": e["name"],
             "ts": e["ts"],
             "end": e["ts"] + e.get("dur", 0),
+            "cpu": e.get("tdur", e.get("dur", 0)),
             "args": e.get("args", {}),
             "kids": [],
         }
@@ -186,6 +205,19 @@ def analyse(trace: bytes, swaps: int) -> dict[str, Any]:
         for n in _walk(root):
             self_ms[n["name"]] += _self(n) / 1000
             counts[n["name"]] += 1
+    # CPU time (the thread's clock: what the work took, whatever else ran on the machine; the
+    # CPU throttle's pauses are not in it either): the outermost event of each group.
+    cpu: dict[str, float] = defaultdict(float)
+    for task in tasks:
+        cpu["all tasks"] += task["cpu"] / 1000
+        todo = [task]
+        while todo:
+            n = todo.pop()
+            group = CPU_GROUPS.get(n["name"])
+            if group:
+                cpu[group] += n["cpu"] / 1000
+                continue
+            todo.extend(n["kids"])
     for task in tasks:
         ms = (task["end"] - task["ts"]) / 1000
         k = kinds[_kind(task)]
@@ -223,6 +255,7 @@ def analyse(trace: bytes, swaps: int) -> dict[str, Any]:
             for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]["total_ms"])
         },
         "invalidations": invalidations,
+        "cpu_ms_per_swap": {k: v / per for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])},
         "calls_ms_per_swap": {k: v / per for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:25] if v},
     }
 
@@ -269,6 +302,8 @@ def show(name: str, r: dict[str, Any]) -> str:
     lines = [
         f"== {name} at {r['rate']}x: {r['swaps']} pages in {r['seconds']:.1f} s, {r['frames']} frames, "
         f"frame gap p95 {r['p95']:.1f} ms, long tasks {r['long_tasks']} (longest {r['longest']:.0f} ms)",
+        "  CPU per page inserted (thread time, ms): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in r.get("cpu_ms_per_swap", {}).items()),
         "  self time per page inserted (ms):",
     ]
     lines += [f"    {k:48} {v:8.2f}  ({r['counts'][k]})" for k, v in list(r["self_ms_per_swap"].items())[:22]]
