@@ -165,7 +165,11 @@ document.addEventListener('DOMContentLoaded', () => {
   const rows = document.getElementById('rows');
   new MutationObserver(records => {
     for (const r of records)
-      for (const n of r.addedNodes) if (n.dataset && n.dataset.id) wheel.seen.add(n.dataset.id);
+      for (const n of r.addedNodes) {
+        if (n.dataset && n.dataset.id) wheel.seen.add(n.dataset.id);
+        else if (n.querySelectorAll)
+          n.querySelectorAll('tr[data-id]').forEach(t => wheel.seen.add(t.dataset.id));
+      }
   }).observe(rows, {childList: true});
 });
 """
