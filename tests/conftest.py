@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # --quick (make test-quick, a developer's loop on every change) leaves out, beyond every test
 # marked browser or slow, every test on a database server (an engine id among its parameters) and
-# the Patroni group, these modules: each starts servers or clusters of its own even on SQLite
+# the Patroni lanes, these modules: each starts servers or clusters of its own even on SQLite
 # (gunicorn, haproxy, Redis, replicas, shards), or spends most of a minute on one thing.
 QUICK_LEAVES_OUT = {
     "test_cluster.py",  # three PostgreSQL nodes, gunicorn and haproxy
@@ -101,7 +101,7 @@ def _quick_leaves_out(item: pytest.Item, cases_seen: set[str]) -> bool:
         if function in cases_seen:
             return True
         cases_seen.add(function)
-    return module.name in QUICK_LEAVES_OUT or function in QUICK_LEAVES_OUT or _builds_patroni(module)
+    return module.name in QUICK_LEAVES_OUT or function in QUICK_LEAVES_OUT or bool(_patroni_lane(module))
 
 
 _SEED = pytest.StashKey[int]()
@@ -162,11 +162,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     order = list(modules)
     random.Random(seed).shuffle(order)
     if hasattr(config, "workerinput"):
-        # Under pytest-xdist the controller hands the modules out in the order the workers
-        # collected them (ByModule below keeps it): the Patroni group, one unit of about 400 s,
-        # goes first, as last it would leave the other worker idle for most of it. Its modules
-        # keep their drawn order among themselves, and every other module its drawn place.
-        order.sort(key=lambda name: not _builds_patroni(config.rootpath / name))
+        # Under pytest-xdist the controller hands the units out in the order the workers
+        # collected them (ByModule below keeps it): the longest first, as last they would leave
+        # the other workers idle while they run: the Patroni lanes (about 240 and 300 s each), then
+        # the browser modules' halves (up to 190 s). Within each kind the drawn order stands.
+        order.sort(key=lambda name: _unit_kind(config.rootpath / name))
     items[:] = [item for name in order for item in modules[name]]
 
 
@@ -188,8 +188,8 @@ def _local_only_against_a_deployment(item: pytest.Item) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist (make test's TEST_WORKERS): each module runs whole on one worker, so its
     module-scoped fixtures (a database, a cluster) are built once, and the modules that build
-    Patroni clusters (PATRONI_GROUP) run one after another on one worker: two clusters failing
-    over at once on two cores made each other's timings. xdist's own `--dist loadgroup` would read
+    Patroni clusters run one after another in their lane (PATRONI_GROUP, PATRONI_SHARDS_GROUP):
+    one worker per lane. xdist's own `--dist loadgroup` would read
     the marks, but it renames node ids through an attribute pytest 9 no longer has, so the groups
     are made here, whatever `--dist` says."""
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
@@ -204,8 +204,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if _builds_patroni(config.rootpath / module):
-                return "patroni"
+            lane = _patroni_lane(config.rootpath / module)
+            if lane:
+                return lane
             return f"{module}::{_engine_of(nodeid)}" if _BROWSER_MODULE.fullmatch(module) else module
 
     return ByModule(config, log)
@@ -214,7 +215,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # A browser module (make test-browser's tests/test_browser*.py) is split by engine: its SQLite and
 # its PostgreSQL tests may run on two workers at once. Each worker has its own live database and
 # server (live_db_url, session scope) and Chromium, and no browser module holds a module-scoped
-# fixture that is not per engine; they are the largest units after the Patroni group (each
+# fixture that is not per engine; they are the largest units after the Patroni lanes (each
 # engine's half of tests/test_browser_reach.py about 4 minutes), so whole they bound the run.
 _BROWSER_MODULE = re.compile(r"tests/test_browser\w*\.py")
 
@@ -226,12 +227,25 @@ def _engine_of(nodeid: str) -> str:
 
 
 @functools.cache
-def _builds_patroni(module: Path) -> bool:
-    # The controller sees node ids, not marks: a Patroni module says so where it starts
-    # (`pytestmark = PATRONI_GROUP`), and that line is what is read here.
-    return any(
-        line.startswith("pytestmark") and "PATRONI_GROUP" in line for line in module.read_text().splitlines()
-    )
+def _patroni_lane(module: Path) -> str:
+    """The Patroni lane a module runs in ("" for none). The controller sees node ids, not marks:
+    a Patroni module says so where it starts (`pytestmark = PATRONI_GROUP` or
+    `PATRONI_SHARDS_GROUP`, tests/cluster_support.py), and that line is what is read here."""
+    for line in module.read_text().splitlines():
+        if line.startswith("pytestmark"):
+            if "PATRONI_SHARDS_GROUP" in line:
+                return "patroni-shards"
+            if "PATRONI_GROUP" in line:
+                return "patroni"
+    return ""
+
+
+def _unit_kind(module: Path) -> int:
+    """0 for a Patroni lane's module, 1 for a browser module, 2 for the rest: the order the
+    workers are handed them in (longest units first)."""
+    if _patroni_lane(module):
+        return 0
+    return 1 if _BROWSER_MODULE.fullmatch(f"tests/{module.name}") else 2
 
 
 @pytest.fixture(scope="module", autouse=True)
