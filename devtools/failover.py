@@ -87,10 +87,13 @@ class Load:
 @dataclass
 class Writers(Load):
     """Each thread POSTs an order (customer "Writer"), and every third time DELETEs one of the
-    orders it created. `created` and `deleted` hold the acknowledged ones (201, 204)."""
+    orders it created. `created` and `deleted` hold the acknowledged ones (201, 204); `in_doubt`
+    the orders whose DELETE got no 204 (an error, a timeout, a 503 as the leader died): such a
+    delete may have committed before its answer was lost, so the order may or may not be there."""
 
     created: list[int] = field(default_factory=list)
     deleted: set[int] = field(default_factory=set)
+    in_doubt: set[int] = field(default_factory=set)
     # With keys, a POST whose answer was not 201 is sent again with the same Idempotency-Key until
     # it is (for up to `give_up` seconds, also after stop()): the client's side of "retry without
     # creating it twice". `abandoned` counts the orders that never got their 201.
@@ -133,9 +136,11 @@ class Writers(Load):
             if turn % 3 == 0 and mine:
                 victim = mine.pop(0)
                 response = self._send(http, "DELETE", f"/api/orders/{victim}")
-                if response is not None and response.status_code == 204:
-                    with self._lock:
+                with self._lock:
+                    if response is not None and response.status_code == 204:
                         self.deleted.add(victim)
+                    else:
+                        self.in_doubt.add(victim)
             time.sleep(self.pause)
 
     def _send(

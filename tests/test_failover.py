@@ -71,7 +71,9 @@ def check_writes(writers: Writers, primary: Engine) -> None:
     none answered 204 is. Writes meanwhile were refused with 503 and Retry-After, never worse."""
     with Session(primary) as session:
         present = set(session.scalars(select(Order.id).where(Order.customer == "Writer")))
-    kept = set(writers.created) - writers.deleted
+    # An unanswered DELETE (in_doubt) may have committed before the leader died: its order may
+    # be gone, and that loses no acknowledged write (it was seen once as a false "lost" order).
+    kept = set(writers.created) - writers.deleted - writers.in_doubt
     assert kept <= present, f"{len(kept - present)} acknowledged orders lost: {sorted(kept - present)[:10]}"
     assert not writers.deleted & present, "an acknowledged delete came back"
     assert set(writers.statuses()) <= {201, 204, 503}, writers.statuses()
