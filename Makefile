@@ -30,8 +30,12 @@ run: $(VENV)/.runtime
 ## the file order); the ten slowest tests at the end
 MODULE_ORDER ?= random
 ## TEST_WORKERS: pytest-xdist processes (0: one process); each module runs whole on one worker, the
-## Patroni modules one after another (tests/conftest.py, tests/cluster_support.py PATRONI_GROUP)
-TEST_WORKERS ?= 2
+## Patroni modules one after another in their two lanes (tests/conftest.py, tests/cluster_support.py).
+## Four on two cores: a quarter of a two-worker run was idle CPU (waits: failovers, a person's pace
+## in the browser, slow clients), which two more workers fill (docs/testing.md, "Where the time goes").
+TEST_WORKERS ?= 4
+## QUICK_WORKERS: make test-quick's; its tests only compute, so two (one per core)
+QUICK_WORKERS ?= 2
 test: $(VENV)/.dev
 	scripts/ensure-chromium
 	scripts/ensure-databases
@@ -50,7 +54,7 @@ test-quick: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest --quick -n $(TEST_WORKERS) -q -p no:cacheprovider --durations=5 $(PYTEST_ARGS)
+	$(BIN)/pytest --quick -n $(QUICK_WORKERS) -q -p no:cacheprovider --durations=5 $(PYTEST_ARGS)
 
 ## test-browser: every browser test (tests/test_browser*.py); BASE_URL=http://host:port [API_TOKEN=...]
 ## runs them against a deployment, each either there or skipped with its reason in one line.
