@@ -169,11 +169,13 @@ RECORD_SHIFTS = """() => {
   // The scroll window's event once the rows are in (it inserts them itself, not htmx's swap).
   document.addEventListener('orders:loaded', () => {
     if (!before) return;
-    // Two frames later: after static/js, after layout and CSS scroll anchoring.
+    // Two frames later: after static/js, after layout and CSS scroll anchoring. This page's own
+    // measure: the next page above may start (its sentinel in reach) before these frames run.
+    const [row, top] = before;
+    before = null;
     requestAnimationFrame(() => requestAnimationFrame(() => {
-      window.shifts.push(before[0].getBoundingClientRect().top - before[1]);
-      before = null;
-      window.measuring = false;
+      window.shifts.push(row.getBoundingClientRect().top - top);
+      if (!before) window.measuring = false;
     }));
   });
 }"""
