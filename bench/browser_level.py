@@ -249,8 +249,9 @@ def _trace_times(trace: bytes) -> dict[str, float]:
     return out
 
 
-def wheel_scroll(browser: Any, url: str, rate: int, rows: int) -> dict[str, Any]:
-    """One wheel scroll down through `rows` rows and back up to the top, CPU slowed `rate`x."""
+def wheel_page(browser: Any, url: str, rate: int) -> tuple[Any, Any, Any]:
+    """The list at 1280x800, its first page in, the wheel observed, CPU slowed `rate`x: the
+    context, the page and its CDP session (also bench/frame_profile.py's start)."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.add_init_script(WHEEL_OBSERVE)
     page = context.new_page()
@@ -258,6 +259,12 @@ def wheel_scroll(browser: Any, url: str, rate: int, rows: int) -> dict[str, Any]
     page.wait_for_function(BUSY_DONE)
     cdp = context.new_cdp_session(page)
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
+    return context, page, cdp
+
+
+def wheel_scroll(browser: Any, url: str, rate: int, rows: int) -> dict[str, Any]:
+    """One wheel scroll down through `rows` rows and back up to the top, CPU slowed `rate`x."""
+    context, page, _cdp = wheel_page(browser, url, rate)  # the session keeps the throttling
     browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
     page.evaluate("wheel.recording = true")
     began = time.perf_counter()

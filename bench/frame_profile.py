@@ -36,13 +36,12 @@ from playwright.sync_api import sync_playwright
 
 from .browser_level import (
     AT_TOP,
-    BUSY_DONE,
     STEP_PX,
-    WHEEL_OBSERVE,
     _checkout_front_end,
     _launch,
     _serve,
     _wheel,
+    wheel_page,
 )
 
 CATEGORIES = [
@@ -263,13 +262,7 @@ def analyse(trace: bytes, swaps: int) -> dict[str, Any]:
 def profile(
     browser: Any, url: str, rate: int, rows: int, keep: Path | None, invalidations: bool = False
 ) -> dict[str, Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.add_init_script(WHEEL_OBSERVE)
-    page = context.new_page()
-    page.goto(url + "/orders")
-    page.wait_for_function(BUSY_DONE)
-    cdp = context.new_cdp_session(page)
-    cdp.send("Emulation.setCPUThrottlingRate", {"rate": rate})
+    context, page, _cdp = wheel_page(browser, url, rate)  # the session keeps the throttling
     categories = CATEGORIES + (
         ["disabled-by-default-devtools.timeline.invalidationTracking"] if invalidations else []
     )
