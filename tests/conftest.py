@@ -22,7 +22,7 @@ from pagination import CursorCodec
 
 # One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
 # `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
-from .cluster_support import cluster, orders, primary  # noqa: F401
+from .cluster_support import PATRONI_GROUP, PATRONI_SHARDS_GROUP, cluster, orders, primary  # noqa: F401
 from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 from .live import REMOTE_URL, LiveServer
@@ -233,11 +233,14 @@ def _patroni_lane(module: Path) -> str:
     `PATRONI_SHARDS_GROUP`, tests/cluster_support.py), and that line is what is read here."""
     for line in module.read_text().splitlines():
         if line.startswith("pytestmark"):
-            if "PATRONI_SHARDS_GROUP" in line:
-                return "patroni-shards"
-            if "PATRONI_GROUP" in line:
-                return "patroni"
+            for name, mark in _PATRONI_LANES.items():
+                if name in line:
+                    return str(mark.args[0])  # the lane is the mark's xdist group
     return ""
+
+
+# Longest name first: "PATRONI_GROUP" must not be found inside another name first.
+_PATRONI_LANES = {"PATRONI_SHARDS_GROUP": PATRONI_SHARDS_GROUP, "PATRONI_GROUP": PATRONI_GROUP}
 
 
 def _unit_kind(module: Path) -> int:

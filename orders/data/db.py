@@ -162,13 +162,18 @@ def make_engine(
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            # WAL lets the scroll read while a writer inserts.
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
+            sqlite_pragmas(dbapi_conn)
 
     return engine
+
+
+def sqlite_pragmas(dbapi_conn: Any) -> None:
+    """What every SQLite connection runs with (also set back after a seed, orders/data/seed.py)."""
+    cur = dbapi_conn.cursor()
+    # WAL lets the scroll read while a writer inserts.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
 
 
 # --- Pinging a pooled connection before use, except where a dead one is retried ----------------

@@ -15,6 +15,7 @@ Everything is one transaction: a failed or interrupted seed leaves nothing behin
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sqlite3
 import time
@@ -27,6 +28,7 @@ from sqlalchemy import Connection, Index, MetaData, Table, inspect, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.schema import AddConstraint, DropConstraint
 
+from orders.data.db import sqlite_pragmas
 from orders.data.models import ORDER_WORDS, STATUSES, Order, keeps_words
 from orders.data.names import name_key
 from orders.data.words import index_orders, last_order_id
@@ -195,7 +197,7 @@ def seed_orders(
     dbapi = connection.connection.dbapi_connection
     journal = dialect == "sqlite" and bulk and _sqlite_rollback_journal(dbapi)
     try:
-        if dialect == "sqlite" and not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+        if dialect == "sqlite" and not dbapi.in_transaction:  # type: ignore[union-attr]
             # pysqlite opens a transaction only before a statement starting with INSERT, UPDATE,
             # DELETE or REPLACE: the index drops and `WITH ... INSERT` would each commit alone.
             # IMMEDIATE: the write lock now, so no other writer comes between here and COMMIT.
@@ -294,8 +296,5 @@ def _sqlite_wal(dbapi: Any) -> None:
     """Back to the WAL and make_engine's synchronous=NORMAL (orders/data/db.py), on the seed's
     connection, which the session has returned to its pool. A connection that is gone needs
     nothing: each new one sets both (make_engine)."""
-    try:
-        dbapi.execute("PRAGMA journal_mode = WAL")
-        dbapi.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.Error:
-        pass
+    with contextlib.suppress(sqlite3.Error):
+        sqlite_pragmas(dbapi)
