@@ -25,7 +25,7 @@ from pagination import CursorCodec
 from .cluster_support import PATRONI_GROUP, PATRONI_SHARDS_GROUP, cluster, orders, primary  # noqa: F401
 from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
-from .live import REMOTE_URL, LiveServer
+from .live import BROWSER_ENGINES, REMOTE_URL, LiveServer
 
 # --- Module order: the file order, or shuffled with a seed that is printed --------------------
 
@@ -327,10 +327,10 @@ def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
-# --- A live server for the browser: SQLite (the default) and PostgreSQL --------------------
+# --- A live server for the browser: SQLite (and PostgreSQL where rows move: live.ROWS_MOVING) ----
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="session", params=BROWSER_ENGINES)
 def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with migrated_database(request.param, tmp_path_factory.mktemp("live"), "live") as url:
         yield url

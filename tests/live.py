@@ -159,6 +159,18 @@ class LiveServer:
 # they run once, not once per local database engine.
 REMOTE_URL = os.environ.get("BASE_URL", "").rstrip("/") or None
 
+# The engines a local browser test runs on. Every engine sends the same bytes for the same orders
+# (tests/test_matrix.py proves it, answer by answer), and the browser sees nothing else, so what a
+# browser test checks of the front end it checks on SQLite alone. Where the point is rows moving
+# under the reader while others write on a real server, a test runs on PostgreSQL too:
+# `@ROWS_MOVING`. Against a deployment, once.
+BROWSER_ENGINES = ["sqlite"]
+ROWS_MOVING: Any = (
+    pytest.mark.parametrize("live_db_url", ["sqlite", "postgresql"], indirect=True)
+    if not REMOTE_URL
+    else lambda test: test
+)
+
 
 class RemoteTarget:
     """A deployment the tests did not start: no app object, no database handle, its own data.

@@ -21,7 +21,7 @@ from orders.data.models import Order
 from orders.finding.sorts import KEYSETS
 
 from .helpers import BASE, add_orders, delete_orders, seed, unpaged_ids
-from .live import REMOTE_URL, ROWS, engine_of, screen_rows
+from .live import REMOTE_URL, ROWS, ROWS_MOVING, engine_of, screen_rows
 
 pytestmark = [pytest.mark.browser]
 if REMOTE_URL:
@@ -44,6 +44,7 @@ def scroll_to_end(page: Page, max_steps: int = 2000) -> None:
     raise AssertionError("never reached the end of the list")
 
 
+@ROWS_MOVING
 def test_scroll_everything_while_others_insert_and_delete(live, page: Page):
     live.app.config["AUTO_PAGES"] = 10_000  # scroll the whole list without clicks
     live.app.config["MAX_ROWS_IN_PAGE"] = 0  # and keep every row, to read them all at the end
@@ -229,6 +230,7 @@ def test_back_button_returns_to_the_same_place_without_duplicates(live, page: Pa
     assert len(ids) == len(set(ids))
 
 
+@ROWS_MOVING
 def test_new_orders_banner_appears_and_nothing_moves_until_clicked(live, page: Page):
     live.app.config["NEW_ORDERS_POLL_SECONDS"] = 1
     engine = engine_of(live)

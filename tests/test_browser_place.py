@@ -20,6 +20,7 @@ from .live import (
     FIRST_IN_VIEW,
     REMOTE_URL,
     ROWS,
+    ROWS_MOVING,
     engine_of,
     expect_on_top,
     local_only,
@@ -309,6 +310,7 @@ def walk(page: Page, step: int, done: str, snapshots: list[list[int]], limit: in
     raise AssertionError("the walk did not finish")
 
 
+@ROWS_MOVING
 def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: Page):
     import datetime as dt
     import random

@@ -10,7 +10,10 @@ dates, amounts with separators, surnames).
 For each combination every reader answers 200 or 400 (never a 5xx: the app runs with a short
 statement timeout, so a read that does not stay bounded fails as a 503 here), all agree on the
 status, and every reader that answers returns exactly the rows of the rule written apart from
-the code (`expected`), in the same order.
+the code (`expected`), in the same order. And every engine sends the same bytes for the same
+orders, answer by answer: the browser tests (which see nothing but these bodies) run on SQLite
+alone for what they check of the front end, and on PostgreSQL too where the rows' timing is the
+point (docs/testing.md, "One engine in the browser").
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import io
 import itertools
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
@@ -34,6 +38,7 @@ from orders.data.models import Order
 from orders.data.names import key_words, name_key
 from orders.finding import listing
 from orders.finding.sorts import SORTS
+from orders.web.request_log import HEADER
 
 from .databases import APP_ENGINES, migrated_database
 from .fixtures import CLIENT_LIMITS, make_app
@@ -84,26 +89,35 @@ GOTOS: dict[str, dict[str, str | None]] = {
 MAX_STATEMENT_MS = 2000  # far above any of these reads; a read that is not bounded fails as a 503
 
 
-@pytest.fixture(scope="module", params=APP_ENGINES)
-def matrix_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
-    with migrated_database(request.param, tmp_path_factory.mktemp("matrix"), "matrix") as url:
-        engine = make_engine(url)
-        add_orders(
-            engine,
-            [
-                (
-                    BASE - dt.timedelta(minutes=i // 3),  # three orders a minute: ties on the date
-                    NAMES[(i * 5) % len(NAMES)],
-                    Decimal((i * 7) % 11) + Decimal("0.50"),  # ties on the amount
-                    STATUSES[i % 4],
-                )
-                for i in range(ROWS)
-            ],
+def dataset(rows: int) -> list[tuple[dt.datetime, str, Decimal, str]]:
+    """The matrix's orders: ties on the date, the amount and the name's key."""
+    return [
+        (
+            BASE - dt.timedelta(minutes=i // 3),  # three orders a minute: ties on the date
+            NAMES[(i * 5) % len(NAMES)],
+            Decimal((i * 7) % 11) + Decimal("0.50"),  # ties on the amount
+            STATUSES[i % 4],
         )
-        engine.dispose()
-        app = make_app(url, PAGE_SIZE=LIMIT, STATEMENT_TIMEOUT_MS=MAX_STATEMENT_MS, **CLIENT_LIMITS)
-        yield app
-        app.extensions["engine"].dispose()
+        for i in range(rows)
+    ]
+
+
+@pytest.fixture(scope="module")
+def matrix_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Flask]]:
+    """One app per engine, each on a database of its own holding the same orders (the same ids)."""
+    with ExitStack() as stack:
+        apps = {}
+        for kind in APP_ENGINES:
+            url = stack.enter_context(migrated_database(kind, tmp_path_factory.mktemp("matrix"), "matrix"))
+            engine = make_engine(url)
+            add_orders(engine, dataset(ROWS))
+            engine.dispose()
+            apps[kind] = make_app(
+                url, PAGE_SIZE=LIMIT, STATEMENT_TIMEOUT_MS=MAX_STATEMENT_MS, **CLIENT_LIMITS
+            )
+        yield apps
+        for app in apps.values():
+            app.extensions["engine"].dispose()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -116,10 +130,13 @@ def small_search_window() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def all_rows(matrix_app: Flask) -> list[Any]:
-    engine = matrix_app.extensions["engine"]
-    with engine.connect() as connection:
-        return list(connection.execute(select(Order.__table__)))
+def all_rows(matrix_apps: dict[str, Flask]) -> dict[str, list[Any]]:
+    """Each engine's orders, as it reads them back."""
+    rows = {}
+    for kind, app in matrix_apps.items():
+        with app.extensions["engine"].connect() as connection:
+            rows[kind] = list(connection.execute(select(Order.__table__)))
+    return rows
 
 
 # --- The rule, written apart from the code ---------------------------------------------------
@@ -260,9 +277,10 @@ def read_export(client: Any, query: str) -> list[int]:
     return [int(r["id"]) for r in csv.DictReader(io.StringIO(text))]
 
 
-def read_command(app: Flask, args: dict[str, str]) -> list[int]:
+def read_command(app: Flask, args: dict[str, str], answers: list[tuple[str, int, bytes]]) -> list[int]:
     options = list(itertools.chain.from_iterable((f"--{k}", v) for k, v in args.items()))
     result = app.test_cli_runner().invoke(args=["export", *options])
+    answers.append((f"flask export {' '.join(options)}", result.exit_code, result.stdout_bytes))
     if result.exit_code == 2:
         raise Refused(result.stderr)
     assert result.exit_code == 0, (result.exit_code, result.stderr, result.exception)
@@ -275,20 +293,34 @@ def combinations() -> Iterator[Any]:
             yield pytest.param(sort, status, q, to, id=f"{sort}-{status or 'all'}-{q_kind}-{to_kind}")
 
 
-@pytest.mark.parametrize(("sort", "status", "q", "to"), list(combinations()))
-def test_every_reader_shows_the_same_rows_for_every_combination(
-    matrix_app: Flask, all_rows: list[Any], sort: str, status: str | None, q: str | None, to: str | None
-) -> None:
+class Recorded:
+    """A test client that keeps every answer (address, status, bytes), each request sent with the
+    same request id: an error page quotes it, the one part of a body that is not the data's."""
+
+    def __init__(self, app: Flask):
+        self.client = app.test_client()
+        self.answers: list[tuple[str, int, bytes]] = []
+
+    def get(self, url: str, headers: dict[str, str] | None = None) -> Any:
+        response = self.client.get(url, headers={HEADER: "matrix", **(headers or {})})
+        self.answers.append((url, response.status_code, response.get_data()))
+        return response
+
+
+def read_all(
+    app: Flask, rows: list[Any], sort: str, status: str | None, q: str | None, to: str | None
+) -> list[tuple[str, int, bytes]]:
+    """Every reader's rows checked against the rule on one engine; returns every answer read."""
     args = {k: v for k, v in {"sort": sort, "status": status, "q": q, "to": to}.items() if v is not None}
     query = urlencode(args)
-    want = expected(all_rows, sort, status, q, to)
-    client = matrix_app.test_client()
+    want = expected(rows, sort, status, q, to)
+    client = Recorded(app)
     readers = {
         "page": lambda: read_pages(client, query, fragments=False),
         "fragments": lambda: read_pages(client, query, fragments=True),
         "api": lambda: read_api(client, query),
         "export": lambda: (read_export(client, query), []),
-        "command": lambda: (read_command(matrix_app, args), []),
+        "command": lambda: (read_command(app, args, client.answers), []),
     }
     for name, read in readers.items():
         try:
@@ -301,6 +333,43 @@ def test_every_reader_shows_the_same_rows_for_every_combination(
         assert forward == want, name
         if backward:
             # Walked back from the last page: every row before it, up to the list's first row.
-            full = expected(all_rows, sort, status, q, None)
+            full = expected(rows, sort, status, q, None)
             assert full is not None
             assert backward == full, f"{name} walked back"
+    return client.answers
+
+
+@pytest.mark.parametrize(("sort", "status", "q", "to"), list(combinations()))
+def test_every_reader_shows_the_same_rows_for_every_combination(
+    matrix_apps: dict[str, Flask],
+    all_rows: dict[str, list[Any]],
+    sort: str,
+    status: str | None,
+    q: str | None,
+    to: str | None,
+) -> None:
+    """The rows of the rule, from every reader, on every engine; and every engine sends the same
+    bytes. The latter is what lets the browser tests run on one engine: the browser sees nothing
+    but these bodies (pages, fragments, errors), so what it does on one engine it does on all:
+    the cursors in the links (a key read back otherwise by one engine would differ here), the
+    amounts, dates, names, counts and messages as rendered."""
+    answers = {kind: read_all(app, all_rows[kind], sort, status, q, to) for kind, app in matrix_apps.items()}
+    first, *others = APP_ENGINES
+    for kind in others:
+        for ours, theirs in zip(answers[first], answers[kind], strict=False):
+            assert theirs == ours, f"{kind} sent other bytes than {first} for {ours[0]}"
+        assert len(answers[kind]) == len(answers[first]), f"{kind} answered {len(answers[kind])} times"
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["/orders/1", f"/orders/{ROWS}", "/orders/999999", "/orders?after=not-a-cursor", "/api/orders?after=x"],
+)
+def test_an_order_and_an_error_read_the_same_on_every_engine(
+    matrix_apps: dict[str, Flask], address: str
+) -> None:
+    answers = {kind: Recorded(app).get(address) for kind, app in matrix_apps.items()}
+    first = answers[APP_ENGINES[0]]
+    assert first.status_code in (200, 400, 404), first.status_code
+    for kind, answer in answers.items():
+        assert (answer.status_code, answer.get_data()) == (first.status_code, first.get_data()), kind
