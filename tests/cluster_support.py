@@ -35,14 +35,16 @@ from .databases import unavailable
 from .fixtures import SECRET
 from .helpers import BASE, add_orders
 
-# The modules that build Patroni clusters start with `pytestmark = PATRONI_GROUP` or
-# `PATRONI_SHARDS_GROUP` (conftest.py pytest_xdist_make_scheduler reads that line): under
-# pytest-xdist each group's modules run one after another on one worker. Two lanes, not one:
-# as one unit the group took 541 s, the longest of the whole run (make test waited for it). Each
-# lane has at most one cluster failing over at a time; the two lanes may fail over at once, which
-# passed (21 of 21) at load 9 to 11 (docs/testing.md).
-PATRONI_GROUP = pytest.mark.xdist_group("patroni")
-PATRONI_SHARDS_GROUP = pytest.mark.xdist_group("patroni-shards")
+# The modules that build Patroni clusters start with `pytestmark = PATRONI_LANE_A` or
+# `PATRONI_LANE_B` (conftest.py pytest_xdist_make_scheduler reads that line): under pytest-xdist
+# each lane's modules run one after another on one worker. Two lanes, not one: as one unit the
+# six modules took 541 s, the longest of the whole run (make test waited for it). Each lane has at
+# most one cluster failing over at a time; the two lanes may fail over at once, which passed
+# (21 of 21) at load 9 to 11 (docs/testing.md). Which module is in which lane balances their
+# wall time (a census run: A test_failover 155 s + test_cluster 225 + test_replica_unavailable
+# 40; B test_shard_failover 141 + test_prometheus_cluster 208 + test_synchronous_commit 69).
+PATRONI_LANE_A = pytest.mark.xdist_group("patroni-a")
+PATRONI_LANE_B = pytest.mark.xdist_group("patroni-b")
 MAX_LAG_MS = 300
 SEED = 600
 ROWS = "#rows > tr[data-id]"

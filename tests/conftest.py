@@ -22,7 +22,7 @@ from pagination import CursorCodec
 
 # One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
 # `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
-from .cluster_support import PATRONI_GROUP, PATRONI_SHARDS_GROUP, cluster, orders, primary  # noqa: F401
+from .cluster_support import PATRONI_LANE_A, PATRONI_LANE_B, cluster, orders, primary  # noqa: F401
 from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database, unavailable
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
 from .live import BROWSER_ENGINES, REMOTE_URL, LiveServer
@@ -188,7 +188,7 @@ def _local_only_against_a_deployment(item: pytest.Item) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist (make test's TEST_WORKERS): each module runs whole on one worker, so its
     module-scoped fixtures (a database, a cluster) are built once, and the modules that build
-    Patroni clusters run one after another in their lane (PATRONI_GROUP, PATRONI_SHARDS_GROUP):
+    Patroni clusters run one after another in their lane (PATRONI_LANE_A, PATRONI_LANE_B):
     one worker per lane. xdist's own `--dist loadgroup` would read
     the marks, but it renames node ids through an attribute pytest 9 no longer has, so the groups
     are made here, whatever `--dist` says."""
@@ -229,8 +229,8 @@ def _engine_of(nodeid: str) -> str:
 @functools.cache
 def _patroni_lane(module: Path) -> str:
     """The Patroni lane a module runs in ("" for none). The controller sees node ids, not marks:
-    a Patroni module says so where it starts (`pytestmark = PATRONI_GROUP` or
-    `PATRONI_SHARDS_GROUP`, tests/cluster_support.py), and that line is what is read here."""
+    a Patroni module says so where it starts (`pytestmark = PATRONI_LANE_A` or
+    `PATRONI_LANE_B`, tests/cluster_support.py), and that line is what is read here."""
     for line in module.read_text().splitlines():
         if line.startswith("pytestmark"):
             for name, mark in _PATRONI_LANES.items():
@@ -239,8 +239,7 @@ def _patroni_lane(module: Path) -> str:
     return ""
 
 
-# Longest name first: "PATRONI_GROUP" must not be found inside another name first.
-_PATRONI_LANES = {"PATRONI_SHARDS_GROUP": PATRONI_SHARDS_GROUP, "PATRONI_GROUP": PATRONI_GROUP}
+_PATRONI_LANES = {"PATRONI_LANE_A": PATRONI_LANE_A, "PATRONI_LANE_B": PATRONI_LANE_B}
 
 
 def _unit_kind(module: Path) -> int:

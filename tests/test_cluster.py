@@ -39,7 +39,7 @@ from orders.web.read_routing import HEADER
 from .cluster_support import (
     APP_ENV,
     MAX_LAG_MS,
-    PATRONI_GROUP,
+    PATRONI_LANE_A,
     ROWS,
     SEED,
     Walk,
@@ -53,7 +53,7 @@ from .cluster_support import (
 from .fixtures import SECRET, make_app
 from .helpers import BASE, add_orders
 
-pytestmark = PATRONI_GROUP
+pytestmark = PATRONI_LANE_A
 
 # haproxy's log line: ".../actconn/feconn/beconn/srv_conn/retries" with "+" when redispatched.
 _RETRIED = re.compile(r" \d+/\d+/\d+/\d+/\+?[1-9]\d* ")

@@ -34,7 +34,7 @@ from orders.data.replicas.lsn import format_lsn
 from orders.web.read_routing import HEADER
 
 from .cluster_support import (
-    PATRONI_GROUP,
+    PATRONI_LANE_A,
     ROWS,
     Walk,
     screen_ids,
@@ -44,7 +44,7 @@ from .cluster_support import (
     watch_failures,
 )
 
-pytestmark = PATRONI_GROUP
+pytestmark = PATRONI_LANE_A
 
 ANYWHERE_BEYOND = "FFFFFFFF/FFFFFFFF"  # a Read-After-LSN no replica reaches: the primary reads
 

@@ -42,11 +42,11 @@ from devtools.prometheus import Intervals, Prometheus, PrometheusUnavailable
 from devtools.shards import HaTopology, ShardCluster, shard_cluster
 from orders.data.db import make_engine
 
-from .cluster_support import APP_ENV, MAX_LAG_MS, PATRONI_SHARDS_GROUP, module_cluster, reseed, served
+from .cluster_support import APP_ENV, MAX_LAG_MS, PATRONI_LANE_B, module_cluster, reseed, served
 from .databases import unavailable
 from .helpers import BASE, add_orders
 
-pytestmark = PATRONI_SHARDS_GROUP
+pytestmark = PATRONI_LANE_B
 FAST = Intervals(scrape="1s", evaluation="1s")
 LEADERLESS = "OrdersShardLeaderless"
 

@@ -24,11 +24,11 @@ from devtools.throwaway import frozen, postgres_processes
 from orders.data.replicas.router import PRIMARY_DOWN_WAIT_SECONDS, REFRESH_SECONDS
 from orders.web.read_routing import HEADER
 
-from .cluster_support import PATRONI_GROUP, clear_orders, module_databases
+from .cluster_support import PATRONI_LANE_A, clear_orders, module_databases
 from .fixtures import make_app
 from .helpers import seed
 
-pytestmark = PATRONI_GROUP
+pytestmark = PATRONI_LANE_A
 
 
 @pytest.fixture(scope="module")

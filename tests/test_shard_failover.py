@@ -42,12 +42,12 @@ from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.finding.sorts import KEYSETS
 
-from .cluster_support import PATRONI_SHARDS_GROUP
+from .cluster_support import PATRONI_LANE_B
 from .databases import unavailable
 from .fixtures import SECRET
 from .helpers import BASE, MISPLACED_ROWS, add_orders, partitions_watched
 
-pytestmark = [pytest.mark.slow, PATRONI_SHARDS_GROUP]
+pytestmark = [pytest.mark.slow, PATRONI_LANE_B]
 SHARDS, NODES, SEED, LIMIT = 2, 2, 400, 20
 KILLED = 0  # shard 1
 APP_ENV = {

@@ -29,10 +29,10 @@ import pytest
 from devtools.patroni import Databases, Node, proxy
 from devtools.throwaway import frozen, postgres_processes
 
-from .cluster_support import PATRONI_GROUP, clear_orders, module_databases
+from .cluster_support import PATRONI_LANE_B, clear_orders, module_databases
 from .fixtures import CLIENT_LIMITS, make_app
 
-pytestmark = PATRONI_GROUP
+pytestmark = PATRONI_LANE_B
 
 STATEMENT_TIMEOUT_MS = 1000
 READ_TIMEOUT_MS = 5000
