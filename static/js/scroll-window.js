@@ -87,11 +87,15 @@ function restore(anchor) {
   if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
 }
 
-// The place as the reader last saw it, for a resize (the old layout is gone by then).
+// The place as the reader last saw it, for a resize (the old layout is gone by then). Noted when
+// the scroll comes to rest (rememberPlace, below), not in every frame of a scroll: a resize in
+// the middle of a fling leaves the place to the browser's own scroll anchoring rather than
+// jumping back to where the reader was when it was last noted.
 var place = null;
 var placeFrame = 0;
+var scrolledSince = false;  // the reader scrolled since the place was noted
 function notePlaceSoon() {
-  if (!placeFrame) placeFrame = requestAnimationFrame(function () { placeFrame = 0; place = anchorNow(); });
+  if (!placeFrame) placeFrame = requestAnimationFrame(function () { placeFrame = 0; place = anchorNow(); scrolledSince = false; });
 }
 
 // The address bar follows the reader: the URL of the page holding the first row in view, plus
@@ -115,6 +119,7 @@ function addressOf(row, top) {
 var shownRow = null;
 function rememberPlace() {
   place = anchorNow();
+  scrolledSince = false;
   if (!place) return;
   var url = addressOf(place.row, place.top);
   if (!url) return;
@@ -130,7 +135,7 @@ function rememberPlaceSoon() {
   clearTimeout(placeTimer);
   placeTimer = setTimeout(rememberPlace, 150);
 }
-window.addEventListener("scroll", function () { notePlaceSoon(); rememberPlaceSoon(); }, { passive: true });
+window.addEventListener("scroll", function () { scrolledSince = true; rememberPlaceSoon(); }, { passive: true });
 // Leaving (a click on a link or button, a reload): the address must name the place now, not in
 // 150 ms; Back comes back to it (there is no snapshot: it is the only record of the place).
 function flushPlace() { clearTimeout(placeTimer); rememberPlace(); }
@@ -144,7 +149,7 @@ window.addEventListener("pagehide", function () { if (table()) flushPlace(); });
 window.addEventListener("resize", function () {
   insetPx = null;
   if (landing) { settleLanding(); return; }
-  restore(place && place.row.isConnected ? place : null);
+  restore(place && !scrolledSince && place.row.isConnected ? place : null);
   rememberPlaceSoon();
 });
 
@@ -275,9 +280,10 @@ function trimSoon(movingUp) {
   if (window.scheduler && scheduler.postTask) scheduler.postTask(run, { priority: "user-visible" });
   else setTimeout(run, 0);
 }
+// Not the side where a load is on its way: its sentinel would go with the rows.
+function canDrop(movingUp) { return !loads.has(document.getElementById(movingUp ? "more" : "less")); }
 function trim(movingUp, ahead) {
-  // Not the side where a load is on its way: its sentinel would go with the rows.
-  if (loads.has(document.getElementById(movingUp ? "more" : "less"))) return;
+  if (!canDrop(movingUp)) return;
   var plan = planDrops(movingUp, ahead);
   if (!plan) return;
   var anchor = beforeWrites(!plan.up);
@@ -322,14 +328,18 @@ function guardFragment(fragment) {
 // parsed into a detached fragment, guarded and given their local times there (no layout, no
 // style), and go in by one replaceWith; htmx processes only the few elements that need it (the
 // next sentinel, a "Load more" form), and the rows' links when first used (below).
-function insert(load, target, html) {
+function insert(load, target, html, incoming) {
   var tpl = document.createElement("template");
   tpl.innerHTML = html;
   var fragment = tpl.content;
   var rows = guardFragment(fragment);
   runHooks(fragment);
   var controls = Array.prototype.filter.call(fragment.children, function (el) { return !isRow(el); });
-  var anchor = beforeWrites(load.up);
+  // Far pages on the other side go in this task too, planned on the layout the last frame drew
+  // (no read after a write): the drop and the new rows are laid out and painted once, together.
+  var plan = canDrop(load.up) ? planDrops(load.up, incoming) : null;
+  var anchor = beforeWrites(load.up || (plan && !plan.up));
+  if (plan) applyDrops(plan);
   target.replaceWith(fragment);
   controls.forEach(function (el) { htmx.process(el); });
   afterWrites(anchor);
@@ -394,8 +404,7 @@ function landed(load, target, html) {
   // it could not (another load was on its way), the far pages go now, before the rows come.
   var incoming = html.split(' data-id="').length - 1;
   if (incoming) pageRows = incoming;
-  if (maxRows() && dataRows().length + incoming > maxRows()) trim(load.up, incoming);
-  var rows = insert(load, target, html);
+  var rows = insert(load, target, html, incoming);
   if (landing && !load.up) settleLanding();
   var message = rows.length + (load.up ? " earlier" : " more") + " orders loaded.";
   if (!load.up && !document.getElementById("more") && document.getElementById("end-of-list")) {
@@ -403,7 +412,7 @@ function landed(load, target, html) {
   }
   announce(message);
   if (load.focus && rows.length) rows[0].focus({ preventScroll: false });
-  trimSoon(load.up);
+  if (maxRows() && dataRows().length > maxRows()) trimSoon(load.up);
   rememberPlaceSoon();
   document.dispatchEvent(new CustomEvent("orders:loaded", { detail: { rows: rows, up: load.up } }));
 }
