@@ -161,8 +161,9 @@ RECORD_SHIFTS = """() => {
   let before = null;
   const firstInView = () => [...document.querySelectorAll('#rows > tr[data-id]')]
     .find(r => r.getBoundingClientRect().bottom > 1);
-  document.addEventListener('htmx:beforeSwap', e => {
-    if (!e.detail.target.matches('#less')) return;
+  // The scroll window's event before it writes anything (it fetches and inserts rows itself).
+  document.addEventListener('orders:arriving', e => {
+    if (!e.detail.up) return;
     const row = firstInView();
     before = row && [row, row.getBoundingClientRect().top];
     window.measuring = !!before;

@@ -191,7 +191,7 @@ function maxRows() {
 // A sentinel row like the server's (its own markup, from orders.html's <template>).
 function sentinel(up, url) {
   var row = fromTemplate(up ? "less-row" : "more-row");
-  row.querySelector("[hx-get]").setAttribute("hx-get", url);
+  row.querySelector("[data-get]").setAttribute("data-get", url);
   row.querySelector("a").setAttribute("href", url);
   return row;
 }
@@ -257,7 +257,7 @@ function applyDrops(plan) {
     row = sentinel(false, plan.url);
     body().appendChild(row);
   }
-  htmx.process(row);
+  arm(row);
 }
 
 // The reader's place across writes that can move it: rows put in or taken out above the first
@@ -341,7 +341,10 @@ function insert(load, target, html, incoming) {
   var anchor = beforeWrites(load.up || (plan && !plan.up));
   if (plan) applyDrops(plan);
   target.replaceWith(fragment);
-  controls.forEach(function (el) { htmx.process(el); });
+  controls.forEach(function (el) {
+    if (el.querySelector("[hx-get]")) htmx.process(el);  // a "Load more" form; sentinels need none
+    arm(el);
+  });
   afterWrites(anchor);
   return rows;
 }
@@ -353,6 +356,70 @@ document.addEventListener("click", function (evt) {
   var link = evt.target.closest && evt.target.closest("#rows > tr[data-id] a[href]");
   if (link) htmx.process(link);
 }, true);
+
+// A sentinel's prefetch box (`data-get`: the URL of its rows; app.css makes it reach 800 px past
+// the sentinel towards the reader) coming into view starts its load, once: a fetch by this module
+// and its own intersection observer, not htmx's request cycle (its events, attribute lookups
+// and XHR handling cost a tenth of a page's script at a phone's speed: docs/scroll.md). The
+// request is the one htmx made (`HX-Request`: the server answers with the rows fragment), and
+// the answer goes the same way as one htmx brought (landed(), below).
+var TIMEOUT_MS = 15000;  // htmx's own for the other requests (base.html's htmx-config)
+var armed = new WeakSet();
+var near = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+  entries.forEach(function (entry) {
+    if (!entry.isIntersecting) return;
+    near.unobserve(entry.target);
+    var row = controlRow(entry.target);
+    if (row && row.isConnected && !loads.has(row)) fetchRows(row, entry.target.dataset.get);
+  });
+}) : null;
+function arm(root) {
+  if (!near || !root || !root.querySelectorAll) return;
+  var boxes = root.matches && root.matches("[data-get]") ? [root] : root.querySelectorAll("[data-get]");
+  Array.prototype.forEach.call(boxes, function (box) {
+    if (armed.has(box) || !box.isConnected) return;
+    armed.add(box);
+    near.observe(box);
+  });
+}
+function fetchRows(row, url) {
+  var up = row.id === "less";
+  var box = row.querySelector("[data-get]") || row;
+  var ctrl = window.AbortController ? new AbortController() : null;
+  var load = { up: up, focus: !up && focusNext, elt: box, abort: ctrl };
+  loads.set(row, load);
+  focusNext = false;
+  requesting.add(box);
+  setBusy();
+  var timer = setTimeout(function () { if (ctrl) ctrl.abort(); }, TIMEOUT_MS);
+  fetch(url, {
+    credentials: "same-origin",
+    signal: ctrl ? ctrl.signal : undefined,
+    headers: { "HX-Request": "true", "HX-Current-URL": location.href },
+  }).then(function (response) {
+    return response.text().then(function (text) {
+      clearTimeout(timer);
+      if (loads.get(row) !== load) return;  // aborted (the footer asked for), or the list replaced
+      if (response.ok) landed(load, row, text);
+      else showRetry(row, load, url, response.status, text);
+    });
+  }).catch(function () {
+    clearTimeout(timer);
+    if (loads.get(row) === load) showRetry(row, load, url, 0, "");
+  });
+}
+function abort(load) {
+  if (load.abort) load.abort.abort();
+  else htmx.trigger(load.elt, "htmx:abort");
+}
+// Every load on its way given up (the list replaced: open(), Back).
+function stopLoads() {
+  loads.forEach(abort);
+  requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
+  loads.clear();
+  requesting.clear();
+  setBusy();
+}
 
 // Enter and Space on the button both arrive as a click, before htmx sends the form. (Not on
 // submit: that bubbles here after htmx started the request, and would hand the focus to the
@@ -400,8 +467,8 @@ function landed(load, target, html) {
   loads.delete(target);
   done(load.elt);
   if (!target.isConnected) return;  // the list was replaced meanwhile (open(), Back)
-  // The document stays under the bound: normally the trim after the last page made room; when
-  // it could not (another load was on its way), the far pages go now, before the rows come.
+  // Nothing is written yet: a listener still sees the page as it was.
+  document.dispatchEvent(new CustomEvent("orders:arriving", { detail: { up: load.up } }));
   var incoming = html.split(' data-id="').length - 1;
   if (incoming) pageRows = incoming;
   var rows = insert(load, target, html, incoming);
@@ -419,34 +486,37 @@ function landed(load, target, html) {
 
 // A failed load leaves a Retry row (the server's _error_row.html, or the same row kept in a
 // <template> when no answer came back) that asks for the same rows again.
-function showRetry(evt) {
-  var row = controlRow(evt.detail.elt);
-  if (!row) return;
-  var load = loads.get(row);
+function showRetry(row, load, url, status, text) {
   loads.delete(row);
-  done(evt.detail.elt);
-  var url = (evt.detail.pathInfo && evt.detail.pathInfo.finalRequestPath) ||
-    (evt.detail.requestConfig && evt.detail.requestConfig.path) || row.dataset.url;
-  var xhr = evt.detail.xhr;
+  if (load) done(load.elt);
   var holder = document.createElement("tbody");
-  if (xhr && xhr.status >= 400 && /^\s*(<!--.*?-->\s*)?<tr[\s>]/.test(xhr.responseText || "") &&
-      /class="[^"]*error-row/.test(xhr.responseText)) {
-    holder.innerHTML = xhr.responseText;  // our own server's escaped template
+  if (status >= 400 && /^\s*(<!--.*?-->\s*)?<tr[\s>]/.test(text || "") && /class="[^"]*error-row/.test(text)) {
+    holder.innerHTML = text;  // our own server's escaped template
   }
   var retry = holder.querySelector("tr.error-row") || fromTemplate("retry-row");
   retry.id = row.id;
   retry.dataset.url = url;
   retry.querySelector("[data-retry]").addEventListener("click", function () {
     focusNext = !(load && load.up);
-    htmx.ajax("GET", url, { source: retry, target: retry, swap: "outerHTML" });
+    if (retry.isConnected && !loads.has(retry)) fetchRows(retry, url);
   });
   row.replaceWith(retry);
   setBusy();
   announce("Couldn't load more orders. Retry is available.");
 }
-document.addEventListener("htmx:responseError", showRetry);
-document.addEventListener("htmx:sendError", showRetry);
-document.addEventListener("htmx:timeout", showRetry);
+// The same for a load htmx made (the "Load more" form, htmx.ajax from elsewhere).
+function showHtmxRetry(evt) {
+  var row = controlRow(evt.detail.elt);
+  if (!row) return;
+  done(evt.detail.elt);
+  var url = (evt.detail.pathInfo && evt.detail.pathInfo.finalRequestPath) ||
+    (evt.detail.requestConfig && evt.detail.requestConfig.path) || row.dataset.url;
+  var xhr = evt.detail.xhr;
+  showRetry(row, loads.get(row), url, xhr ? xhr.status : 0, xhr ? xhr.responseText : "");
+}
+document.addEventListener("htmx:responseError", showHtmxRetry);
+document.addEventListener("htmx:sendError", showHtmxRetry);
+document.addEventListener("htmx:timeout", showHtmxRetry);
 
 // Rows that came by any other way (htmx.ajax from elsewhere) pass the same guard.
 htmx.onLoad(function (elt) {
@@ -455,14 +525,15 @@ htmx.onLoad(function (elt) {
     if (guard([elt]).length === 0) return;
   }
   runHooks(elt.querySelectorAll ? elt : document);
+  arm(elt);
 });
 
 // Back without a snapshot: htmx fetched the page again (a full page, at the address's
 // position); put the named row on top. With a snapshot htmx restores the old scroll itself.
 document.addEventListener("htmx:historyRestore", function (evt) {
   releaseHold();
-  loads.clear();
-  requesting.clear();
+  stopLoads();
+  arm(document);
   if (evt.detail && evt.detail.cacheMiss) goToNamedRow();
 });
 
@@ -481,13 +552,16 @@ export function holdBelow() {
   var more = document.getElementById("more");
   if (!more || !more.classList.contains("sentinel")) return;  // the end, a button or a Retry already
   var load = loads.get(more);
-  if (load) {  // on its way: aborted (htmx sends afterRequest, which ends it as busy)
+  if (load) {  // on its way: aborted
     loads.delete(more);
-    htmx.trigger(load.elt, "htmx:abort");
+    abort(load);
     requesting.delete(load.elt);
   }
   var prefetch = more.querySelector(".prefetch");
-  if (prefetch) prefetch.remove();  // htmx's intersection observer goes with it
+  if (prefetch) {
+    if (near) near.unobserve(prefetch);
+    prefetch.remove();
+  }
   more.classList.add("paused");
   var next = more.querySelector(".next-link");
   next.textContent = "Load more orders";
@@ -522,7 +596,7 @@ function resumeBelow(focus) {
   var fromFooter = !!active && ((footer && footer.contains(active)) || more.contains(active));
   var row = sentinel(false, more.querySelector(".next-link").getAttribute("href"));
   more.replaceWith(row);
-  htmx.process(row);
+  arm(row);
   // The footer hides while rows are to come (app.css): focus must not stay on it.
   if (fromFooter) {
     var last = lastRow();
@@ -562,9 +636,7 @@ function releaseHold() {
 
 function abortLoads() {
   releaseHold();
-  requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
-  loads.clear();
-  requesting.clear();
+  stopLoads();
 }
 
 export function open(url, options) {
@@ -595,6 +667,7 @@ export function open(url, options) {
       }
       htmx.process(list);
       runHooks(list);
+      arm(list);
       var first = firstRow();
       var id = options.row != null ? String(options.row) : named ? named[1] : first && first.dataset.id;
       var row = id && document.getElementById("order-" + id);
@@ -633,6 +706,7 @@ window.addEventListener("popstate", function (evt) {
 if ("scrollRestoration" in history) history.scrollRestoration = "manual";
 
 export function start() {
+  arm(document);
   goToNamedRow();
   notePlaceSoon();
 }
