@@ -73,7 +73,8 @@ def settle(page: Page) -> None:
     for _ in range(100):
         before = page.locator(ROWS).count()
         page.wait_for_timeout(300)
-        if page.locator(ROWS).count() == before and page.locator(".htmx-request").count() == 0:
+        loading = page.locator('.htmx-request, #orders[aria-busy="true"]')  # htmx's or the scroll window's
+        if page.locator(ROWS).count() == before and loading.count() == 0:
             return
     raise AssertionError("the list never settled")
 
