@@ -261,8 +261,11 @@ def test_open_shows_the_list_at_a_url_with_the_row_on_top_in_one_request(live, p
     toolbar = page.locator(".toolbar").element_handle()
     page.evaluate("window.scrollTo(0, 0)")
     page.wait_for_function("() => !window.ordersList.busy()")
-    requests: list[str] = []  # open()'s own (fetch), not the scroll window's loads (htmx's XHRs)
-    page.on("request", lambda r: r.resource_type == "fetch" and requests.append(r.url))
+    requests: list[str] = []  # open()'s own (a whole page), not the scroll window's loads (fragments)
+    page.on(
+        "request",
+        lambda r: "hx-request" not in r.headers and r.resource_type == "fetch" and requests.append(r.url),
+    )
     result = page.evaluate(
         "([url, row]) => window.ordersList.open(url, {row}).then(r => r.url)", [target_pos, target_id]
     )

@@ -7,10 +7,12 @@
 //               the window is resized; a row named by the address is brought to the top
 //   the address the URL of the page holding the first row in view, plus that row
 //
-// The rows of a page go in by this module (one replaceWith of a parsed fragment), not by htmx's
-// swap, and far pages go in a task of their own after it. Layout is read only where rows went in
-// or out above the reader's place: once before the writes, once after them all, never
-// read-after-write in a loop. docs/scroll.md has the measurements.
+// The rows of a page are fetched by this module (its own intersection observer and fetch, not
+// htmx's request cycle) and go in by it (one replaceWith of a parsed fragment), not by htmx's
+// swap; far pages go in the same task, just before them, so one frame lays out and paints both.
+// Layout is read only where rows go in or out above the reader's place: once before the writes
+// (the layout the last frame drew), once after them all, never read-after-write in a loop.
+// docs/scroll.md has the measurements.
 //
 // The API for other parts of the page (window.ordersList, also this module's exports):
 //   open(url, {row, push = true, focus = false}) -> Promise<{row, url}>
@@ -87,13 +89,15 @@ function restore(anchor) {
   if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
 }
 
-// The place as the reader last saw it, for a resize (the old layout is gone by then). Noted when
-// the scroll comes to rest (rememberPlace, below), not in every frame of a scroll: a resize in
-// the middle of a fling leaves the place to the browser's own scroll anchoring rather than
-// jumping back to where the reader was when it was last noted.
+// The place as the reader last saw it, for a resize (the old layout is gone by then). While the
+// reader scrolls (their input: a wheel, a key, a finger, the scrollbar) it is noted only when the
+// scroll comes to rest (rememberPlace, below), not in every frame of it; a resize meanwhile is
+// left to the browser's scroll anchoring rather than jumping back to where the reader was when
+// the place was noted. Other scrolls (a script's: the sticky bar's height kept, a landing, a
+// resize's restore) note it in the next frame, as every scroll did before.
 var place = null;
 var placeFrame = 0;
-var scrolledSince = false;  // the reader scrolled since the place was noted
+var scrolledSince = false;  // the reader's input since the place was noted
 function notePlaceSoon() {
   if (!placeFrame) placeFrame = requestAnimationFrame(function () { placeFrame = 0; place = anchorNow(); scrolledSince = false; });
 }
@@ -135,7 +139,10 @@ function rememberPlaceSoon() {
   clearTimeout(placeTimer);
   placeTimer = setTimeout(rememberPlace, 150);
 }
-window.addEventListener("scroll", function () { scrolledSince = true; rememberPlaceSoon(); }, { passive: true });
+window.addEventListener("scroll", function () {
+  if (!scrolledSince) notePlaceSoon();
+  rememberPlaceSoon();
+}, { passive: true });
 // Leaving (a click on a link or button, a reload): the address must name the place now, not in
 // 150 ms; Back comes back to it (there is no snapshot: it is the only record of the place).
 function flushPlace() { clearTimeout(placeTimer); rememberPlace(); }
@@ -178,7 +185,7 @@ function goToNamedRow() {
   land(document.getElementById("order-" + match[1]) || !first ? match[1] : first.dataset.id);
 }
 ["wheel", "keydown", "touchstart", "pointerdown"].forEach(function (name) {
-  window.addEventListener(name, function () { landing = null; }, { passive: true });
+  window.addEventListener(name, function () { landing = null; scrolledSince = true; }, { passive: true });
 });
 
 // --- A bounded document --------------------------------------------------------------------
@@ -268,9 +275,10 @@ function applyDrops(plan) {
 function beforeWrites(above) { return above ? anchorNow() : null; }
 function afterWrites(anchor) { restore(anchor); }
 
-// Far pages go in a task of their own after the swap, never inside it (the swap's task stays
-// the new rows' own): read, write, and the place restored in the next frame. The trim makes room
-// for the next page as well (`ahead` rows), so that page finds the document under the bound.
+// Far pages normally go in the insertion's task (insert(), below). When that could not drop
+// them (a load on that side was on its way, or they were not far enough yet) and the document
+// is over the bound, they go in a task of their own after it, making room for the next page as
+// well (`ahead` rows).
 var trimQueued = false;
 var pageRows = 20;  // rows in the last page loaded: the next one's size
 function trimSoon(movingUp) {
