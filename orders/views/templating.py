@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app
 from markupsafe import Markup
 
 from orders.data.models import STATUSES
@@ -20,6 +21,39 @@ def init_app(app: Flask) -> None:
     app.jinja_env.globals.update(goto_fields=GOTO_FIELDS)  # the go-to input, by kind
     app.add_template_filter(money, "money")
     app.add_template_filter(timestamp, "timestamp")
+    app.jinja_env.globals.update(htmx_config=htmx_config)
+
+
+# How long past the server's own bound htmx still waits: the server's answer, not htmx's timeout,
+# is what ends a request (a gunicorn thread, haproxy's queue and the network come on top).
+HTMX_TIMEOUT_MARGIN_MS = 10_000
+
+
+def server_bound_ms(config: Any) -> int:
+    """The longest a page waits on the database before the app answers 503 (docs/operations.md,
+    "Hangs"): a pooled connection, a new one, then any answer of the database."""
+    waits_s = config["DATABASE_POOL_TIMEOUT_S"] + config["DATABASE_CONNECT_TIMEOUT_S"]
+    return int(waits_s * 1000 + config["DATABASE_READ_TIMEOUT_MS"])
+
+
+def htmx_config() -> dict[str, Any]:
+    """htmx's settings, the page's <meta name="htmx-config">.
+
+    - No inline styles or eval: the Content-Security-Policy allows our own files only.
+    - No history snapshot (historyCacheSize 0): Back asks the server for the address, which opens
+      at the row it names (docs/scroll.md has the measurement that decided it).
+    - A request's timeout outlasts the server's own bound: with the database frozen, an order
+      opened from the list waited 15 s for htmx to give up silently while the server would have
+      answered its 503 page after 20 (static/js/navigation.js shows that page).
+    """
+    return {
+        "includeIndicatorStyles": False,
+        "allowEval": False,
+        "allowScriptTags": False,
+        "timeout": server_bound_ms(current_app.config) + HTMX_TIMEOUT_MARGIN_MS,
+        "historyCacheSize": 0,
+        "scrollIntoViewOnBoost": False,
+    }
 
 
 def money(amount: Decimal) -> str:
