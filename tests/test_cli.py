@@ -1,5 +1,9 @@
 """The flask commands behave like tools: a failure is one line on stderr and a non-zero exit, the
-traceback only when asked for; the seed is not bound by the web's statement timeout."""
+traceback only when asked for; the seed is not bound by the web's statement timeout.
+
+The commands are forked children of a process that imported the app once (tests/forked.py);
+`flask(..., cold=True)` starts a fresh interpreter (the traceback FLASK_DEBUG asks for here,
+test_seed's `make run`)."""
 
 from __future__ import annotations
 
@@ -16,23 +20,21 @@ from devtools.gunicorn import free_port
 from orders.data.db import make_engine
 from orders.data.models import Order
 
+from . import forked
 from .databases import POSTGRESQL, SERVER_URLS, throwaway_database
 from .fixtures import SECRET
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def flask(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def flask(url: str, *args: str, cold: bool = False, **env: str) -> subprocess.CompletedProcess[str]:
+    """`flask --app app ARGS` on `url`: forked (tests/forked.py), or from a fresh interpreter."""
     environment = {k: v for k, v in os.environ.items() if k not in ("APP_ENV", "FLASK_DEBUG")}
     environment.update(DATABASE_URL=url, SECRET_KEY=SECRET, **env)
-    return subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "app", *args],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = [sys.executable, "-m", "flask", "--app", "app", *args]
+    if cold:
+        return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+    return forked.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
 
 
 def one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
@@ -60,7 +62,7 @@ def test_an_unknown_database_is_one_line_and_traceback_on_request() -> None:
     one_line(flask(url, "init-db"), "no_such_database")
     shown = flask(url, "init-db", "--traceback")
     assert shown.returncode != 0 and "Traceback" in shown.stderr
-    assert "Traceback" in flask(url, "init-db", FLASK_DEBUG="1").stderr
+    assert "Traceback" in flask(url, "init-db", cold=True, FLASK_DEBUG="1").stderr
 
 
 def test_a_database_from_a_newer_version_is_one_line(tmp_path: Path) -> None:

@@ -9,6 +9,10 @@
   first batches (the pipe holds 64 KiB) while the test writes to the table.
 - GET /orders/export.csv serves the same bytes as the command; a UTF-8 byte order mark only
   when asked (the page's link asks); the export's peak memory does not grow with the rows.
+
+The exports are forked children of a process that imported the app once (tests/forked.py), real
+processes all the same (their own pid, signals, pipes and exit status); the first SIGINT goes to
+an export started from a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from orders.exports.stream import export_chunks
 from orders.finding.listing import list_request
 from orders.finding.sorts import KEYSETS
 
+from . import forked
 from .databases import ENGINES, throwaway_database
 from .fixtures import SECRET, make_app
 
@@ -81,14 +86,18 @@ def seeded(url: str, rows: int) -> None:
     engine.dispose()
 
 
-def export(url: str, *args: str, **popen: object) -> subprocess.Popen:
+def export(url: str, *args: str, cold: bool = False, **popen: Any) -> subprocess.Popen | forked.Popen:
+    """`flask --app app export ARGS` started: a forked child (tests/forked.py), a real process
+    with its own pid, signals and pipes, or with cold=True a fresh interpreter."""
     env = {**os.environ, "DATABASE_URL": url, "SECRET_KEY": SECRET}
     env.pop("APP_ENV", None)
     command = [sys.executable, "-m", "flask", "--app", "app", "export", *args]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+    if cold:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, **popen)
+    return forked.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, **popen)
 
 
-def finish(process: subprocess.Popen, timeout: float = 120) -> tuple[bytes, str]:
+def finish(process: subprocess.Popen | forked.Popen, timeout: float = 120) -> tuple[bytes, str]:
     """Wait for the process; (its standard output as bytes, its standard error as text)."""
     out, err = process.communicate(timeout=timeout)
     return out or b"", err.decode()
@@ -102,10 +111,14 @@ def export_done(url: str, *args: str) -> tuple[bytes, str]:
     return out, err
 
 
-def interrupt_when_growing(url: str, output: Path, sig: signal.Signals, *args: str) -> tuple[int, str]:
+def interrupt_when_growing(
+    url: str, output: Path, sig: signal.Signals, *args: str, cold: bool = False
+) -> tuple[int, str]:
     """Start an export to `output`, send `sig` once it has written a few batches; (rows, cursor)."""
     size_before = output.stat().st_size if output.exists() else 0
-    process = export(url, "--output", str(output), "--batch-size", "50", *args, stdout=subprocess.DEVNULL)
+    process = export(
+        url, "--output", str(output), "--batch-size", "50", *args, cold=cold, stdout=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 60
     while not output.exists() or output.stat().st_size < size_before + 10_000:
         assert process.poll() is None, "the export ended before it could be interrupted"
@@ -134,7 +147,7 @@ def test_interrupted_twice_and_resumed_equals_an_uninterrupted_export(export_db:
     assert customers.count("'" + FORMULAS[0]) >= 10  # neutralized, not dropped
 
     part = tmp_path / "orders.csv"
-    first, cursor = interrupt_when_growing(export_db, part, signal.SIGINT)
+    first, cursor = interrupt_when_growing(export_db, part, signal.SIGINT, cold=True)  # a fresh interpreter
     wrong = export(export_db, "--sort", "amount", "--after", cursor, stdout=subprocess.PIPE)
     _, err = finish(wrong)
     assert wrong.returncode == 2 and "--after" in err and "sort" in err, err  # a usage error

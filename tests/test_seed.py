@@ -168,7 +168,7 @@ def test_make_run_seed_timed(tmp_path: Path, request: pytest.FixtureRequest) -> 
     times = []
     for command in commands:
         began = time.perf_counter()
-        result = flask(url, *command)  # captured: stdout and stderr are pipes, not terminals
+        result = flask(url, *command, cold=True)  # as make run: a fresh interpreter, captured (pipes)
         times.append(time.perf_counter() - began)
         assert result.returncode == 0, result.stderr
         outputs.append(result)
@@ -214,6 +214,6 @@ def test_make_run_seed_timed(tmp_path: Path, request: pytest.FixtureRequest) -> 
         assert_search_matches(engine, url, "so")  # Souza, Sofia
     finally:
         engine.dispose()
-    again = [flask(url, *command) for command in commands]
+    again = [flask(url, *command) for command in commands]  # forked (tests/forked.py): not timed
     assert again[0].stdout.startswith("the database is already at the newest migration"), again[0].stdout
     assert again[1].stdout.strip() == "orders already present; not seeding"

@@ -3,6 +3,12 @@ names it, by the app, every CLI command and gunicorn; the documentation is the t
 
 The values are generated from the table itself (each integer setting just outside its bounds and
 not an integer at all), beside the cases an operator and a security probe actually tried.
+
+Each command here is a forked child of a process that imported Flask, SQLAlchemy and the app once
+(tests/forked.py: a cold `python -m flask` is 0.7 CPU seconds, mostly imports, and this module
+starts over a hundred). Started cold, from a fresh interpreter: serve.py --check-config, serve.py
+from another directory, gunicorn straight, and the both-ways test, which runs the same refusals
+cold and forked and wants the same status, output and line.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from devtools.gunicorn import gunicorn
 from orders.app import create_app
 from orders.core import settings, settings_docs
 from orders.core.settings import SETTINGS, SettingsError
+
+from . import forked
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_PRODUCTION = {
@@ -86,7 +94,7 @@ def _one_line(result: subprocess.CompletedProcess[str], name: str) -> str:
 
 @pytest.mark.parametrize(("name", "value"), TRIED + _integer_cases())
 def test_a_bad_value_stops_every_command_with_one_line(name: str, value: str) -> None:
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "-m", "flask", "--app", "app", "init-db"],
         cwd=ROOT,
         env=_environment(**{name: value}),
@@ -152,6 +160,27 @@ def test_every_default_is_valid_and_the_table_is_the_documentation() -> None:
     )
 
 
+INIT_DB = ["-m", "flask", "--app", "app", "init-db"]
+BOTH_WAYS = [
+    (INIT_DB, {"PAGE_SIZE": "abc"}),
+    (INIT_DB, {"RATELIMIT_STORAGE_URI": "redis://:S3cret@127.0.0.1:99999/0"}),
+    (INIT_DB, {"TRUSTED_PROXY": "1"}),  # a warning, then exit 0
+    (["serve.py"], {"WEB_CONCURRENCY": "1e3"}),  # what gunicorn itself reads when imported
+]
+
+
+@pytest.mark.parametrize(("args", "values"), BOTH_WAYS)
+def test_a_forked_start_says_what_a_cold_one_does(args: list[str], values: dict[str, str]) -> None:
+    """The forked children (tests/forked.py) cannot hide a refusal: the same command and
+    environment, from a fresh interpreter and forked, end the same, with the same output."""
+    command = [sys.executable, *args]
+    env = _environment(**values)
+    cold = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    fork = forked.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (fork.returncode, fork.stdout, fork.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert cold.stderr and "Traceback" not in cold.stderr
+
+
 def test_no_module_reads_an_app_setting_from_the_environment_itself() -> None:
     """One home: os.environ is read for settings only by orders/core/settings.py."""
     names = [s.name for s in SETTINGS]
@@ -184,7 +213,7 @@ CANNOT_WORK = [
 def test_a_value_that_cannot_work_is_refused_at_start_in_one_line(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=f"^{name}="):
         settings.from_environment({name: value})
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "-m", "flask", "--app", "app", "init-db"],
         cwd=ROOT,
         env=_environment(**{name: value}),
@@ -248,7 +277,7 @@ def test_development_warns_about_a_misspelling_and_goes_on(slip: str, meant: str
     with pytest.warns(settings.SettingsWarning, match=f"{slip} is not a setting.*did you mean {meant}"):
         values = settings.from_environment({slip: "1"})
     assert values == {}
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "-m", "flask", "--app", "app", "init-db"],
         cwd=ROOT,
         env=_environment(**{slip: "1"}),
@@ -258,7 +287,7 @@ def test_development_warns_about_a_misspelling_and_goes_on(slip: str, meant: str
     )
     assert result.returncode == 0, result.stderr
     assert f"{slip} is not a setting" in result.stderr and meant in result.stderr
-    refused = subprocess.run(
+    refused = forked.run(
         [sys.executable, "-m", "flask", "--app", "app", "init-db"],
         cwd=ROOT,
         env=_environment(**GOOD_PRODUCTION, **{slip: "1"}),
@@ -297,7 +326,7 @@ SECRET_URLS = [
 
 @pytest.mark.parametrize(("name", "value"), SECRET_URLS)
 def test_a_refusal_never_prints_a_credential(name: str, value: str) -> None:
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "-m", "flask", "--app", "app", "init-db"],
         cwd=ROOT,
         env=_environment(**{name: value}),
@@ -367,7 +396,7 @@ def test_every_setting_gunicorn_reads_is_refused_in_one_line_with_status_2(
 ) -> None:
     """A real start (no --check-config): one line naming the setting, exit status 2, no
     credential, before gunicorn boots (a start that went on would serve until the timeout)."""
-    result = subprocess.run(
+    result = forked.run(
         [sys.executable, "serve.py", *args],
         cwd=ROOT,
         env=_environment(**env),
