@@ -11,7 +11,7 @@ SQLAlchemy, Alembic and the app's packages, and tests/test_settings.py started 1
 process (each xdist worker) imports them once (PRELOAD) and forks a child per command: the child
 sets the environment wholesale, the directory, sys.argv and sys.path[0] as `python -m MODULE` or
 `python SCRIPT` would, takes the caller's pipes (or files) as its standard input, output and
-error, runs the same entry point (runpy: flask/__main__.py, serve.py), and exits as the
+error, runs the same entry point (runpy: the flask package as __main__, serve.py), and exits as the
 interpreter would (SystemExit's code, a traceback and status 1 for an uncaught exception,
 non-daemon threads joined, atexit run, output flushed). A forked child is a real process: its
 own pid, signals (SIGINT, SIGTERM), pipes with backpressure, an exit status (the server reaps it

@@ -5,7 +5,8 @@
 //   a tap    anywhere on a card (phones: rows are cards below 52rem) opens that order; a long
 //            press still selects text (a click that ends a selection opens nothing)
 //   focus    never left on <body>: Back from an order focuses the row that was opened, and
-//            "N new orders · show" opens the list in place with focus on its first row
+//            "N new orders · show" opens the list in place with focus on its first row; a row
+//            reached by Tab or Shift+Tab is shown whole below the sticky bar
 //   footer   html.rows-below while rows are still to come below (app.css hides the footer)
 // It uses the scroll window's API only (open, firstVisibleRow; "orders:loaded").
 import { ROWS, body, isRow, listTop } from "./dom.js";
@@ -26,13 +27,23 @@ function sibling(row, step) {
   return el;
 }
 
-// Focus on `row`, scrolled just enough to show it whole below the sticky bar (one read, one write).
-function focusRow(row) {
+// `row` scrolled just enough to show it whole below the sticky bar (one read, one write).
+function reveal(row) {
   var box = row.getBoundingClientRect(), top = listTop();
   var by = box.top < top ? Math.floor(box.top - top) : box.bottom > window.innerHeight ? Math.ceil(box.bottom - window.innerHeight) : 0;
   if (by) window.scrollBy(0, by);
+}
+function focusRow(row) {
+  reveal(row);
   row.focus({ preventScroll: true });
 }
+// Tab and Shift+Tab onto a row's link: the browser scrolls only what lies outside the viewport,
+// and under the sticky bar a link is inside it (a keyboard walk found 2 of every 10 Shift+Tab
+// stops hidden). Keyboard focus only (:focus-visible): a click moves nothing.
+document.addEventListener("focusin", function (evt) {
+  var row = rowOf(evt.target);
+  if (row && evt.target !== row && evt.target.matches(":focus-visible")) reveal(row);
+});
 
 // `steps` rows on (negative: back). Presses past the rows loaded are kept (pending) and done
 // when the rows arrive: bringing the sentinel into view loads them.
