@@ -371,7 +371,9 @@ document.addEventListener("click", function (evt) {
 // and XHR handling cost a tenth of a page's script at a phone's speed: docs/scroll.md). The
 // request is the one htmx made (`HX-Request`: the server answers with the rows fragment), and
 // the answer goes the same way as one htmx brought (landed(), below).
-var TIMEOUT_MS = 15000;  // htmx's own for the other requests (base.html's htmx-config)
+// The same timeout as htmx's other requests (base.html's htmx-config: the server's own bound
+// plus a margin, so the server's error row comes before the browser gives up).
+function timeoutMs() { return (window.htmx && htmx.config.timeout) || 15000; }
 var armed = new WeakSet();
 var near = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
   entries.forEach(function (entry) {
@@ -399,7 +401,7 @@ function fetchRows(row, url) {
   focusNext = false;
   requesting.add(box);
   setBusy();
-  var timer = setTimeout(function () { if (ctrl) ctrl.abort(); }, TIMEOUT_MS);
+  var timer = setTimeout(function () { if (ctrl) ctrl.abort(); }, timeoutMs());
   fetch(url, {
     credentials: "same-origin",
     signal: ctrl ? ctrl.signal : undefined,
