@@ -457,13 +457,7 @@ document.addEventListener("htmx:afterRequest", function (evt) { done(evt.detail.
 
 document.addEventListener("htmx:beforeSwap", function (evt) {
   var detail = evt.detail;
-  // A boosted click on an order deleted since the list was drawn: show the server's
-  // "no longer exists" page (htmx leaves 4xx answers unswapped, which looked like nothing).
-  if (detail.boosted && detail.xhr.status === 404) {
-    detail.shouldSwap = true;
-    detail.isError = false;
-    return;
-  }
+  // (A boosted click's error page, an order deleted meanwhile say: navigation.js.)
   var load = loads.get(detail.target);
   if (!load || !detail.shouldSwap) return;
   // The rows go in by insert(), not by htmx's swap; after every handler of this event (one
