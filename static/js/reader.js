@@ -2,8 +2,9 @@
 //   keys     with focus in the list, j/k and the arrow keys move focus row to row (the sentinels
 //            load and drop rows as the focus goes), Enter opens the focused row, Page Up/Down
 //            move a screenful and focus the row then on top
-//   a tap    anywhere on a card (phones: rows are cards below 52rem) opens that order; a long
-//            press still selects text (a click that ends a selection opens nothing)
+//   a tap    anywhere on a card (phones: rows are cards below 52rem), or on a row on any touch
+//            screen, opens that order; a long press still selects text (a click that ends a
+//            selection opens nothing)
 //   focus    never left on <body>: Back from an order focuses the row that was opened, and
 //            "N new orders · show" opens the list in place with focus on its first row; a row
 //            reached by Tab or Shift+Tab is shown whole below the sticky bar
@@ -88,9 +89,11 @@ document.addEventListener("keydown", function (evt) {
   }
 });
 
-// A tap on a card, anywhere: its order. Not on desktop rows (a table's cells are for reading and
-// selecting), not on a link or button (they do their own), not when the click ends a selection.
-var cards = window.matchMedia("(max-width: 52rem)");
+// A tap on a card, anywhere: its order; on a touch screen a row too (a landscape phone shows
+// table rows, where a tap on the name did nothing). Not with a mouse on desktop rows (a table's
+// cells are for reading and selecting), not on a link or button (they do their own), not when
+// the click ends a selection (a long press still selects).
+var cards = window.matchMedia("(max-width: 52rem), (pointer: coarse)");
 document.addEventListener("click", function (evt) {
   var row = rowOf(evt.target);
   if (!row) return;
