@@ -292,9 +292,12 @@ ON_TOP = (
     "id => { const r = document.getElementById('order-' + id);"
     f" return r && Math.abs(r.getBoundingClientRect().top - {INSET}) <= 2; }}"
 )
+# None while no row is in view: polled in requestAnimationFrame, it can run between a resize's
+# layout and the scroll window's correction of it (in the same frame, before anything is painted),
+# when the rows may all lie above the list area; it threw there once, ending the wait.
 FIRST_IN_VIEW = (
     "() => [...document.querySelectorAll('#rows > tr[data-id]')]"
-    f".find(r => r.getBoundingClientRect().bottom > {INSET} + 1).dataset.id"
+    f".find(r => r.getBoundingClientRect().bottom > {INSET} + 1)?.dataset.id ?? null"
 )
 
 
