@@ -103,11 +103,15 @@ def dataset(rows: int) -> list[tuple[dt.datetime, str, Decimal, str]]:
 
 
 @pytest.fixture(scope="module")
-def matrix_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Flask]]:
-    """One app per engine, each on a database of its own holding the same orders (the same ids)."""
+def matrix_apps(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Flask]]:
+    """One app per engine, each on a database of its own holding the same orders (the same ids).
+    `make test-quick` (no database server) takes SQLite alone: the rows, not the comparison."""
+    kinds = ["sqlite"] if request.config.getoption("--quick") else APP_ENGINES
     with ExitStack() as stack:
         apps = {}
-        for kind in APP_ENGINES:
+        for kind in kinds:
             url = stack.enter_context(migrated_database(kind, tmp_path_factory.mktemp("matrix"), "matrix"))
             engine = make_engine(url)
             add_orders(engine, dataset(ROWS))
@@ -354,7 +358,7 @@ def test_every_reader_shows_the_same_rows_for_every_combination(
     the cursors in the links (a key read back otherwise by one engine would differ here), the
     amounts, dates, names, counts and messages as rendered."""
     answers = {kind: read_all(app, all_rows[kind], sort, status, q, to) for kind, app in matrix_apps.items()}
-    first, *others = APP_ENGINES
+    first, *others = answers
     for kind in others:
         for ours, theirs in zip(answers[first], answers[kind], strict=False):
             assert theirs == ours, f"{kind} sent other bytes than {first} for {ours[0]}"
@@ -369,7 +373,7 @@ def test_an_order_and_an_error_read_the_same_on_every_engine(
     matrix_apps: dict[str, Flask], address: str
 ) -> None:
     answers = {kind: Recorded(app).get(address) for kind, app in matrix_apps.items()}
-    first = answers[APP_ENGINES[0]]
+    first = next(iter(answers.values()))
     assert first.status_code in (200, 400, 404), first.status_code
     for kind, answer in answers.items():
         assert (answer.status_code, answer.get_data()) == (first.status_code, first.get_data()), kind
