@@ -29,6 +29,12 @@ export function fromTemplate(id) {
 // column headers, whatever part of them is shown now; 0 without them). scrollIntoView honours it.
 // Not the root's scroll-padding-top: with it, focusing a control in the sticky bar scrolled the
 // list (the bar lies inside the padding, so the browser "revealed" it by scrolling up).
+// The address an htmx request went to, from its event's detail (null when it says none).
+export function requestedPath(detail) {
+  var path = detail.pathInfo && (detail.pathInfo.finalRequestPath || detail.pathInfo.requestPath);
+  return path || (detail.requestConfig && detail.requestConfig.path) || null;
+}
+
 export function listTop() {
   var row = body() && body().firstElementChild;
   return row ? parseFloat(getComputedStyle(row).scrollMarginTop) || 0 : 0;

@@ -5,15 +5,12 @@
 // when no answer comes at all (the network, htmx's timeout, set past the server's own bound:
 // orders/views/templating.py) the browser goes to the address itself, with its own progress and,
 // at worst, its own error page. It does not know how the scroll window works.
+import { requestedPath } from "./dom.js";
 
 function isPage(text) {
   return /^\s*<!doctype html/i.test(text || "");
 }
 
-function address(detail) {
-  var path = detail.pathInfo && (detail.pathInfo.finalRequestPath || detail.pathInfo.requestPath);
-  return path || (detail.requestConfig && detail.requestConfig.path) || null;
-}
 
 export function start() {
   document.addEventListener("htmx:beforeSwap", function (evt) {
@@ -24,7 +21,7 @@ export function start() {
     }
   });
   function goThere(evt) {
-    var detail = evt.detail, url = detail.boosted && address(detail);
+    var detail = evt.detail, url = detail.boosted && requestedPath(detail);
     if (url) window.location.assign(url);
   }
   document.addEventListener("htmx:sendError", goThere);

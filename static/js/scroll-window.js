@@ -33,7 +33,9 @@
 // controls set it).
 // Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
 // view or the address changes, "orders:opened" {row, url} after open().
-import { ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, table } from "./dom.js";
+import {
+  ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, requestedPath, table
+} from "./dom.js";
 
 var loads = new Map();        // control row (#more / #less) -> the load it started
 var requesting = new Set();   // elements whose list load is under way (aria-busy; no drops)
@@ -513,8 +515,7 @@ function showHtmxRetry(evt) {
   var row = controlRow(evt.detail.elt);
   if (!row) return;
   done(evt.detail.elt);
-  var url = (evt.detail.pathInfo && evt.detail.pathInfo.finalRequestPath) ||
-    (evt.detail.requestConfig && evt.detail.requestConfig.path) || row.dataset.url;
+  var url = requestedPath(evt.detail) || row.dataset.url;
   var xhr = evt.detail.xhr;
   showRetry(row, loads.get(row), url, xhr ? xhr.status : 0, xhr ? xhr.responseText : "");
 }
