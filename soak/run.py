@@ -44,6 +44,7 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from devtools.chromium import chromium_executable
 from devtools.databases import create_database, drop_database
 from devtools.gunicorn import gunicorn
 from orders.data.db import make_engine, migrate
@@ -275,13 +276,12 @@ API_WALK_SECONDS = 90
 def browser_reader(base: str, stats: Stats, stop: threading.Event) -> None:
     """Scroll the newest-first HTML list by mouse wheel in Chromium, walk after walk; a walk
     that started before `stop` is finished (bounded), so even a short soak checks one."""
-    import shutil
-
     from playwright.sync_api import sync_playwright
 
     launch: dict[str, Any] = {"args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]}
-    if shutil.which("chromium"):
-        launch["executable_path"] = shutil.which("chromium")
+    chromium = chromium_executable()
+    if chromium:
+        launch["executable_path"] = chromium
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(**launch)

@@ -6,7 +6,6 @@ import functools
 import gc
 import random
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from devtools.chromium import chromium_executable
 from orders.data.db import make_engine
 from pagination import CursorCodec
 
@@ -289,9 +289,10 @@ def codec() -> CursorCodec:
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """Debian's Chromium (Playwright's own download is unreachable here), else Playwright's."""
+    """Debian's Chromium, its headless shell unless --headed (devtools/chromium.py; Playwright's
+    own download is unreachable here), else Playwright's."""
     args = dict(browser_type_launch_args)
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = chromium_executable(headless=args.get("headless", True))
     if chromium:
         args["executable_path"] = chromium
     elif not list(Path.home().glob(".cache/ms-playwright/chromium-*")):
