@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=4)
     parser.add_argument("--before", default="", help="also these git revisions' front ends (comma-separated)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--window", type=int, help="also today's front end with this MAX_ROWS_IN_PAGE")
     parser.add_argument(
         "--invalidations", action="store_true", help="also what invalidated style, layout, paint"
     )
@@ -357,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
                         _serve(args.seed_rows, tmp, seed=False, front_end=old)
                     )
             fronts["now"] = now
+            if args.window is not None:
+                fronts[f"now, window {args.window}"] = stack.enter_context(
+                    _serve(args.seed_rows, tmp, seed=False, MAX_ROWS_IN_PAGE=args.window)
+                )
             p = stack.enter_context(sync_playwright())
             browser = _launch(p)
             for round_ in range(args.repeat):
