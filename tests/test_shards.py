@@ -411,13 +411,14 @@ def test_walk_while_writers_insert_and_delete_on_every_shard(small):
         try:
             while not stop.is_set():
                 when = [BASE - dt.timedelta(minutes=rng.randrange(0, 100)) for _ in range(6)]
-                added = add_orders(small.coordinator, [(t, "w", Decimal("1.00"), "paid") for t in when])
                 try:
+                    added = add_orders(small.coordinator, [(t, "w", Decimal("1.00"), "paid") for t in when])
                     delete_orders(small.coordinator, added[: rng.randrange(1, 6)])
                 except OperationalError as err:
-                    # postgres_fdw's remote transactions are REPEATABLE READ: two writers' deletes
-                    # meeting on a shard may be refused (40001), and any client tries again (the
-                    # app answers it 503 + Retry-After). Seen once under four test workers.
+                    # postgres_fdw's remote transactions are REPEATABLE READ: two writers meeting
+                    # on a shard's rows (a delete's, or the count an insert adds to) may be
+                    # refused (40001), and any client tries again (the app answers it 503 +
+                    # Retry-After). Seen under four test workers, for a delete and for an insert.
                     if getattr(err.orig, "sqlstate", None) != "40001":
                         raise
         except BaseException as err:
