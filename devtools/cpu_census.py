@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
-_ROWS = pytest.StashKey[list[tuple[str, float, float]]]()
+_ROWS = pytest.StashKey[list[tuple[str, float, float, float]]]()  # test, CPU s, wall s, start
 _GROUP = pytest.StashKey[Path]()
 
 
@@ -57,9 +57,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if _GROUP not in item.config.stash:
         yield
         return
-    cpu, wall = _usage(item.config), time.monotonic()
+    cpu, wall, began = _usage(item.config), time.monotonic(), time.time()
     yield
-    item.config.stash[_ROWS].append((item.nodeid, _usage(item.config) - cpu, time.monotonic() - wall))
+    row = (item.nodeid, _usage(item.config) - cpu, time.monotonic() - wall, began)
+    item.config.stash[_ROWS].append(row)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -76,18 +77,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def summary(directory: Path) -> str:
     modules: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    workers = []  # per worker: its first start, its last end, the module it ended with
     for path in directory.glob("*.json"):
-        for nodeid, cpu, wall in json.loads(path.read_text()):
+        rows = json.loads(path.read_text())
+        for nodeid, cpu, wall, *_ in rows:
             totals = modules[nodeid.split("::", 1)[0]]
             totals[0] += cpu
             totals[1] += wall
             totals[2] += 1
+        timed = [row for row in rows if len(row) > 3]
+        if timed:
+            last = max(timed, key=lambda row: row[3] + row[2])
+            workers.append((min(row[3] for row in timed), last[3] + last[2], last[0].split("::", 1)[0]))
     lines = [f"{'CPU s':>8} {'wall s':>8} {'tests':>6}  module"]
     for module, (cpu, wall, count) in sorted(modules.items(), key=lambda item: -item[1][0]):
         lines.append(f"{cpu:8.1f} {wall:8.1f} {count:6.0f}  {module}")
     cpu_all = sum(t[0] for t in modules.values())
     wall_all = sum(t[1] for t in modules.values())
     lines.append(f"{cpu_all:8.1f} {wall_all:8.1f} {sum(t[2] for t in modules.values()):6.0f}  in all")
+    if workers:  # the run's tail: when each worker ran out of work, after the first one began
+        first = min(start for start, _, _ in workers)
+        lines.append(
+            "worker ends (s after the first test): "
+            + ", ".join(
+                f"{end - first:.0f} ({module})" for _, end, module in sorted(workers, key=lambda w: w[1])
+            )
+        )
     return "\n".join(lines)
 
 
