@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask
-from jinja2.bccache import BytecodeCache, Bucket
+from jinja2.bccache import Bucket, BytecodeCache
 from sqlalchemy import Engine, delete
 from sqlalchemy.orm import Session
 
