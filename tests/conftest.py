@@ -165,7 +165,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Under pytest-xdist the controller hands the units out in the order the workers
         # collected them (ByModule below keeps it): the longest first, as last they would leave
         # the other workers idle while they run: the Patroni lanes (about 240 and 300 s each), then
-        # the browser modules' halves (up to 190 s). Within each kind the drawn order stands.
+        # the browser modules' halves (up to 190 s), then LONG_MODULES. Within each kind the
+        # drawn order stands.
         order.sort(key=lambda name: _unit_kind(config.rootpath / name))
     items[:] = [item for name in order for item in modules[name]]
 
@@ -242,12 +243,33 @@ def _patroni_lane(module: Path) -> str:
 _PATRONI_LANES = {"PATRONI_LANE_A": PATRONI_LANE_A, "PATRONI_LANE_B": PATRONI_LANE_B}
 
 
+# The other modules that take a worker a minute or more (a census run, 4 workers, quiet but for
+# its first minutes: test_library_statements 111 s, test_hangs 95, test_library_soundness 94,
+# test_seed 94, test_fuzz 81, test_openapi 74, test_plans 72, test_matrix 60, test_export_cli 57,
+# test_library_generated 54): handed out last, one of them ran alone for the run's last minute
+# (test_matrix, 48 s after the third worker had run out of work).
+LONG_MODULES = {
+    "test_library_statements.py",
+    "test_hangs.py",
+    "test_library_soundness.py",
+    "test_seed.py",
+    "test_fuzz.py",
+    "test_openapi.py",
+    "test_plans.py",
+    "test_matrix.py",
+    "test_export_cli.py",
+    "test_library_generated.py",
+}
+
+
 def _unit_kind(module: Path) -> int:
-    """0 for a Patroni lane's module, 1 for a browser module, 2 for the rest: the order the
-    workers are handed them in (longest units first)."""
+    """0 for a Patroni lane's module, 1 for a browser module, 2 for another long one, 3 for the
+    rest: the order the workers are handed them in (longest units first)."""
     if _patroni_lane(module):
         return 0
-    return 1 if _BROWSER_MODULE.fullmatch(f"tests/{module.name}") else 2
+    if _BROWSER_MODULE.fullmatch(f"tests/{module.name}"):
+        return 1
+    return 2 if module.name in LONG_MODULES else 3
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -333,3 +333,11 @@ def test_the_named_file_check_sees_a_stale_name() -> None:
     gone = "orders/finding/" + "positions.py"  # spelled apart: the path check reads this file
     assert named_files(f"# app.js shows a Retry row ({gone} seek_form)") == {"app.js", gone}
     assert "response.json" not in named_files("response.json() and the JSON body")
+
+
+def test_the_long_modules_conftest_hands_out_first_exist() -> None:
+    """conftest's LONG_MODULES orders the workers' units by name: a name left after a module was
+    renamed or removed would silently put it back among the short ones."""
+    from .conftest import LONG_MODULES
+
+    assert not {name for name in LONG_MODULES if not (ROOT / "tests" / name).is_file()}
