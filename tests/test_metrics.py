@@ -134,7 +134,10 @@ def test_every_family_is_the_sum_over_workers_under_load(served: tuple[str, Path
 
     def scraper() -> None:
         while not stop.is_set():
-            scrapes.append(requests.get(base + "/metrics", timeout=30).text)
+            scraped = requests.get(base + "/metrics", timeout=30)
+            scrapes.append(
+                scraped.text if scraped.status_code == 200 else f"{scraped.status_code}: {scraped.text[:500]}"
+            )
             time.sleep(0.05)
 
     watcher = threading.Thread(target=scraper)
@@ -151,7 +154,9 @@ def test_every_family_is_the_sum_over_workers_under_load(served: tuple[str, Path
         stop.set()
         watcher.join()
     assert len(scrapes) > 3, "/metrics was read under load"
-    assert all("orders_http_request_duration_seconds_bucket" in body for body in scrapes)
+    assert all("orders_http_request_duration_seconds_bucket" in body for body in scrapes), [
+        body[:800] for body in scrapes if "orders_http_request_duration_seconds_bucket" not in body
+    ]
 
     found = samples(requests.get(base + "/metrics", timeout=30).text)
     names = {name for name, _ in found}
