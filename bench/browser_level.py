@@ -35,6 +35,8 @@ from typing import Any
 
 from playwright.sync_api import Page, sync_playwright
 
+from devtools.chromium import chromium_executable
+
 OBSERVE = """
 window.bench = {firstRow: null, longest: 0, longTasks: 0, seen: new Set(), shifts: []};
 new PerformanceObserver(list => {
@@ -358,7 +360,7 @@ def measure_wheel(
 
 
 def _launch(p: Any) -> Any:
-    chromium = shutil.which("chromium")
+    chromium = chromium_executable(headless=False)  # the full browser: what a phone draws
     if chromium:
         return p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
     return p.chromium.launch()

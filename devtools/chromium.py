@@ -1,4 +1,4 @@
-"""Which Chromium the browser tests and the soak launch: one answer, here.
+"""Which Chromium the browser tests, the soak and the frame bench launch: one answer, here.
 
 Headless, Debian's `chromium-headless-shell` (the "old headless" build: the same Blink and V8
 without the browser around them, no GPU process) is what Playwright itself launches for headless
@@ -7,7 +7,7 @@ machine, Debian's package is. Measured on this 2-core machine, tests/test_browse
 tests), CPU of the whole process tree: 47.4 s with the shell against 80.1 s with the full
 `chromium --headless` (docs/testing.md, "Where the time goes"). Headed (pytest's `--headed`, to
 watch a test) needs the full browser. The frame bench (bench/browser_level.py) launches the full
-browser on purpose: it measures what a phone's browser draws, GPU process and all.
+browser on purpose (headless=False): it measures what a phone's browser draws, GPU process and all.
 """
 
 from __future__ import annotations
