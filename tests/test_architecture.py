@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -341,3 +343,24 @@ def test_the_long_modules_conftest_hands_out_first_exist() -> None:
     from .conftest import LONG_MODULES
 
     assert not {name for name in LONG_MODULES if not (ROOT / "tests" / name).is_file()}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_patroni_lanes_modules_run_whole(seed: int) -> None:
+    """A lane's modules each run their tests one after another (conftest's _LaneModulesWhole): a
+    test of another module between two of a module's stops and starts its cluster again. With
+    seed 1, pytest's own reordering put test_failover's browser test between test_cluster's."""
+    lanes = [
+        "test_failover.py",
+        "test_cluster.py",
+        "test_replica_unavailable.py",
+        "test_prometheus_cluster.py",
+    ]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         f"--module-order=random:{seed}", *(f"tests/{name}" for name in lanes)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    modules = [line.split("::")[0] for line in listed.splitlines() if "::" in line]
+    runs = [module for i, module in enumerate(modules) if i == 0 or modules[i - 1] != module]
+    assert sorted(runs) == sorted(set(modules)), runs
