@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -360,6 +361,7 @@ def test_a_patroni_lanes_modules_run_whole(seed: int) -> None:
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          f"--module-order=random:{seed}", *(f"tests/{name}" for name in lanes)],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # one process, as listed
     ).stdout  # fmt: skip
     modules = [line.split("::")[0] for line in listed.splitlines() if "::" in line]
     runs = [module for i, module in enumerate(modules) if i == 0 or modules[i - 1] != module]
