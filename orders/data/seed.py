@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -202,6 +203,11 @@ def seed_orders(
             # DELETE or REPLACE: the index drops and `WITH ... INSERT` would each commit alone.
             # IMMEDIATE: the write lock now, so no other writer comes between here and COMMIT.
             session.execute(text("BEGIN IMMEDIATE"))
+        if dialect == "sqlite" and bulk:
+            # The index builds sort with helper threads (sorted runs made in parallel, then
+            # merged), one per core beyond the seed's own: 300,000 orders on 2 cores, 8.1 and 8.4
+            # s without, 7.6 and 7.2 s with one (more were no faster here), for 20% more CPU.
+            dbapi.execute(f"PRAGMA threads = {_sort_threads()}")  # type: ignore[union-attr]
         if dialect == "postgresql" and bulk:
             # The leader and two parallel workers of an index build get 85 MB each (a worker
             # needs 32 MB). More is not faster: smaller sorted runs, merged, cost less CPU (300,000
@@ -255,7 +261,17 @@ def seed_orders(
     finally:
         if journal:
             _sqlite_wal(dbapi)
+        if dialect == "sqlite" and bulk:
+            with contextlib.suppress(sqlite3.Error):  # a connection that is gone needs nothing
+                dbapi.execute("PRAGMA threads = 0")  # type: ignore[union-attr]  # SQLite's default
     return took
+
+
+def _sort_threads() -> int:
+    """SQLite's helper threads for sorting: the cores this process may run on, less its own (at
+    most 7: SQLite's compiled limit is usually 8)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(7, cores - 1))
 
 
 def _drop_words_key(connection: Connection) -> AddConstraint:
