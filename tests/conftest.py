@@ -277,8 +277,13 @@ _PATRONI_LANES = {"PATRONI_LANE_A": PATRONI_LANE_A, "PATRONI_LANE_B": PATRONI_LA
 # its first minutes: test_library_statements 111 s, test_hangs 95, test_library_soundness 94,
 # test_seed 94, test_fuzz 81, test_openapi 74, test_plans 72, test_matrix 60, test_export_cli 57,
 # test_library_generated 54): handed out last, one of them ran alone for the run's last minute
-# (test_matrix, 48 s after the third worker had run out of work).
+# (test_matrix, 48 s after the third worker had run out of work). And the modules that mostly
+# wait (slow clients, timeouts): test_front_attacks 74 s, test_security_downloads 47,
+# test_front 38; one of them last kept a worker busy 12 to 42 s after the others were done.
 LONG_MODULES = {
+    "test_front_attacks.py",
+    "test_security_downloads.py",
+    "test_front.py",
     "test_library_statements.py",
     "test_hangs.py",
     "test_library_soundness.py",
