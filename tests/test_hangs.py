@@ -44,13 +44,12 @@ from devtools.pgserver import Server, ServerUnavailable, debian_bindir
 from devtools.throwaway import frozen, postgres_processes, redis_server
 from orders.data.db import make_engine, migrate
 from orders.data.models import STATUSES, Order
-from orders.data.seed import seed_orders
 from orders.exports.stream import INTERRUPTED
 
 from . import recipe
 from .databases import unavailable
 from .fixtures import SECRET, make_app, migrated
-from .helpers import BASE, add_orders
+from .helpers import BASE, add_orders, seed_orders_only
 from .live import LiveServer
 
 POOL_TIMEOUT_S = 1
@@ -254,8 +253,7 @@ def read_chunked(sock: socket.socket) -> tuple[bytes, bool]:
 
 def test_an_export_cut_by_an_outage_is_visibly_broken_and_resumes(cluster: Server) -> None:
     engine = make_engine(cluster.url)
-    with Session(engine) as session:
-        seed_orders(session, EXPORT_ROWS)
+    seed_orders_only(engine, EXPORT_ROWS)  # exported, never searched: without the words
     engine.dispose()
     app = make_app(cluster.url, RATELIMIT_READS="1000 per minute")
     with LiveServer(app) as server:
@@ -318,8 +316,9 @@ def test_gunicorn_logs_an_interrupted_export_in_one_line(
     printed 125 lines). Several pauses: the cleanup fails only in some of them."""
     engine = make_engine(cluster.url)
     with Session(engine) as session:
-        if session.scalar(select(func.count()).select_from(Order)) < EXPORT_ROWS:
-            seed_orders(session, EXPORT_ROWS)
+        enough = session.scalar(select(func.count()).select_from(Order)) >= EXPORT_ROWS
+    if not enough:
+        seed_orders_only(engine, EXPORT_ROWS)
     engine.dispose()
     log_path = tmp_path / "gunicorn.log"
     env = {

@@ -12,8 +12,6 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine
-from orders.data.models import ORDER_WORDS
-from orders.data.seed import seed_orders
 from orders.exports.stream import batch_sql, compile_for_driver, driver_params, export_columns
 from orders.finding.listing import ListRequest
 from orders.finding.sorts import KEYSETS, SORTS
@@ -30,7 +28,7 @@ from pagination import (
 )
 
 from .databases import ENGINES, POSTGRESQL, migrated_database
-from .helpers import plan_nodes, statements_of
+from .helpers import plan_nodes, seed_orders_only, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 120_000
@@ -42,16 +40,12 @@ LIMIT = 20
 def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     with migrated_database(request.param, tmp_path_factory.mktemp("plans"), "plans") as url:
         engine = make_engine(url)
-        with engine.begin() as connection:
-            # The plans read here are the list's and the export's, on `orders` alone: the search's
-            # table (order_words, about 11 rows an order, tests/test_find_plans.py reads its plans)
-            # goes before the seed, which then writes the orders only, as on a shard
-            # (orders/data/models.py keeps_words). The words were most of the seed: this module
-            # alone took 33.7 s (MariaDB's server 14.9 CPU s, PostgreSQL 15's 7.5) with them, 9.4 s
-            # (1.3 and 1.4) without.
-            ORDER_WORDS.drop(connection)
+        # The plans read here are the list's and the export's, on `orders` alone
+        # (tests/test_find_plans.py reads the search's): seeded without the words, this module
+        # alone took 9.4 s (MariaDB's server 1.3 CPU s, PostgreSQL 15's 1.4), with them 33.7 s
+        # (14.9 and 7.5).
+        seed_orders_only(engine, ROWS)
         with Session(engine) as session:
-            seed_orders(session, ROWS)
             if engine.dialect.name == "postgresql":
                 session.execute(text("ANALYZE orders"))
             elif engine.dialect.name in ("mysql", "mariadb"):
