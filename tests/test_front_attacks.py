@@ -27,16 +27,15 @@ from pathlib import Path
 
 import pytest
 import requests
-from sqlalchemy.orm import Session
 
 from devtools.front import FrontUnavailable, front
 from devtools.gunicorn import free_port, gunicorn
 from orders.core.errors import ERRORS
 from orders.data.db import make_engine, migrate
-from orders.data.seed import seed_orders
 
 from .databases import throwaway_database, unavailable
 from .fixtures import API_TOKEN
+from .helpers import seed_orders_only
 from .recipe import Stack, address, list_latencies, own_redis, p50_ms, production, trickling
 
 WORKERS, THREADS = 1, 4
@@ -51,8 +50,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with throwaway_database("postgresql", tmp, "attacks") as url, own_redis() as (redis_url, _):
         engine = make_engine(url)
         migrate(engine)
-        with Session(engine) as session:
-            seed_orders(session, ROWS)
+        seed_orders_only(engine, ROWS)  # listed and exported; every search here is refused before it
         engine.dispose()
         with production(tmp, url, redis_url, workers=WORKERS, threads=THREADS) as running:
             yield running
