@@ -12,11 +12,12 @@ from decimal import Decimal
 
 import pytest
 from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from orders.data.models import CUSTOMER_MAX_LENGTH
 
 from .helpers import BASE, add_orders, seed
-from .live import FIRST_IN_VIEW, REMOTE_URL, ROWS, engine_of, expect_on_top, put_on_top, scroll_until
+from .live import FIRST_IN_VIEW, INSET, REMOTE_URL, ROWS, engine_of, expect_on_top, put_on_top, scroll_until
 
 pytestmark = [pytest.mark.browser]
 if REMOTE_URL:
@@ -136,6 +137,17 @@ def test_no_horizontal_overflow_with_the_largest_amount_and_longest_name(live, b
     context.close()
 
 
+PLACE_STATE = f"""id => {{
+  const row = document.getElementById('order-' + id), first = ({FIRST_IN_VIEW})();
+  const top = r => r ? r.getBoundingClientRect().top : null;
+  return {{first, inset: {INSET}, rowTop: top(row),
+           firstTop: top(document.getElementById('order-' + first)), scrollY,
+           address: location.pathname + location.search + location.hash,
+           bar: document.getElementById('find-bar')?.className,
+           rows: document.querySelectorAll('{ROWS}').length}};
+}}"""
+
+
 def test_a_resize_keeps_the_first_visible_row_and_the_address_follows(live, page: Page):
     live.app.config.update(AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=600)  # 220 rows in the document
     seed(engine_of(live), 400)
@@ -146,7 +158,12 @@ def test_a_resize_keeps_the_first_visible_row_and_the_address_follows(live, page
     put_on_top(page, order_id)
     for width, height in ((620, 800), (390, 844), (844, 390), (1280, 800)):
         page.set_viewport_size({"width": width, "height": height})
-        page.wait_for_function(f"() => ({FIRST_IN_VIEW})() === '{order_id}'", polling="raf", timeout=5000)
+        try:
+            page.wait_for_function(f"() => ({FIRST_IN_VIEW})() === '{order_id}'", polling="raf", timeout=5000)
+        except PlaywrightTimeoutError as timeout:
+            # Failed once in a full run and never alone: say what the page looked like.
+            state = page.evaluate(PLACE_STATE, order_id)
+            raise AssertionError(f"row {order_id} at {width}x{height}: {state}") from timeout
         expect_on_top(page, order_id)
         expect(page).to_have_url(re.compile(rf"#order-{order_id}$"))
 
