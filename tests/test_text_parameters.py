@@ -21,7 +21,9 @@ ROUTES = {
 }
 # Every parameter a list route reads (orders/finding/listing.py, orders/views/list_page.py), and one
 # it does not.
-PARAMETERS = ["q", "to", "tz", "after", "before", "sort", "status", "limit", "page", "unknown"]
+PARAMETERS = ["q", "to", "tz", "after", "before", "sort", "status", "limit", "page", "bom", "unknown"]
+# The integer parameters, each with a value just out of its range (orders/finding/params.py parse_int).
+INTEGERS = {"limit": "101", "page": "0", "bom": "2"}
 # Control characters: C0 (NUL first), DEL and C1, and a lone surrogate as percent-encoded text.
 CONTROLS = st.one_of(st.sampled_from("\x00\x1f\x7f\x85\x9b"), st.characters(categories=["Cc"]))
 
@@ -55,6 +57,26 @@ def test_every_control_character_anywhere_is_a_400_naming_it(  # type: ignore[no
     path, headers = ROUTES[route]
     response = client.get(f"{path}?sort=newest&{name}={quote(before + control)}", headers=headers)
     assert_names(response, name)
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize("name", list(INTEGERS))
+@pytest.mark.parametrize("digits", [4301, 10_000])
+def test_a_number_too_long_to_convert_is_refused_like_one_out_of_range(  # type: ignore[no-untyped-def]
+    client, route: str, name: str, digits: int
+) -> None:
+    """CPython's int() refuses a string of over 4,300 digits: `limit=111...1` was a 500 on every
+    list route. A number that long is out of every range: the same answer as one just out of it
+    (a 400 naming the parameter where the route reads it, and where it does not, what it ignores)."""
+    path, headers = ROUTES[route]
+    out_of_range = client.get(f"{path}?{name}={INTEGERS[name]}", headers=headers)
+    too_long = client.get(f"{path}?{name}={'1' * digits}", headers=headers)
+    assert too_long.status_code == out_of_range.status_code, too_long.get_data()[:300]
+    if too_long.status_code == 400:
+        assert f"{name} must be an integer from" in too_long.get_data(as_text=True)
+    # Zeros in front are the number's (`05` is 5), however many.
+    padded = client.get(f"{path}?{name}={'0' * digits}1", headers=headers)
+    assert padded.status_code < 500, padded.get_data()[:300]
 
 
 def test_a_control_character_in_a_parameter_name_is_refused_too(client) -> None:  # type: ignore[no-untyped-def]
