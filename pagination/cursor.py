@@ -59,6 +59,7 @@ _TAG_BYTES = 16
 _HEADER = bytes([CURSOR_VERSION])
 _MALFORMED = "cursor is malformed: use it exactly as the server sent it"
 _OLDER = "cursor is from an older version: start again from the first page"
+_NEWER = "cursor is of an unknown version (altered, or from a newer server): start again from the first page"
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,9 @@ class CursorCodec:
         if _b64encode(raw) != cursor or len(raw) < 1 + _NONCE_BYTES + _TAG_BYTES:
             raise InvalidCursor(_MALFORMED)
         if raw[:1] != _HEADER:
-            raise InvalidCursor(_OLDER)
+            # Version 1 was the signed shape above; no binary cursor had a version below 2, so a
+            # lower one is an altered cursor, not an old one.
+            raise InvalidCursor(_NEWER if raw[0] > CURSOR_VERSION else _MALFORMED)
         nonce, sealed = raw[1 : 1 + _NONCE_BYTES], raw[1 + _NONCE_BYTES :]
         plain = self._open(nonce, sealed)
         try:
