@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import re
 from decimal import Decimal
 
@@ -286,6 +288,9 @@ def rows_of(client, url: str) -> list[tuple[str, ...]]:
         ("newest", "2026-03-11T10:20", lambda r: r[3] <= "2026-03-11T10:20:00.000000Z"),
         ("newest", "2026-03-11", lambda r: r[3] < "2026-03-12"),
         ("oldest", "2026-03-11T10:20", lambda r: r[3] >= "2026-03-11T10:20:00.000000Z"),
+        # As the API writes created_at, and with a zone of its own (which wins over tz).
+        ("newest", "2026-03-11T10:20:00.000000Z", lambda r: r[3] <= "2026-03-11T10:20:00.000000Z"),
+        ("oldest", "2026-03-11T12:20:00.5%2B02:00&tz=-60", lambda r: r[3] >= "2026-03-11T10:20:00.500000Z"),
         ("amount", "4.50", lambda r: Decimal(r[2].replace(",", "")) <= Decimal("4.50")),
         ("customer", "cust3", lambda r: r[1] >= "cust3"),
     ],
@@ -311,6 +316,9 @@ def test_go_to_a_value_opens_the_list_at_the_first_row_at_or_past_it(client, eng
         "to=yesterday",
         "to=2026-02-30",
         "to=2026-03-11T25:00",
+        "to=2026-03-11Z",  # a zone without a time
+        "to=2026-03-11T10:20%2B2",
+        "to=2026-03-11T10:20:00.1234567Z",
         "to=",
         "to=2026-03-11&tz=9999",
         "sort=amount&to=1e5",
@@ -327,6 +335,32 @@ def test_go_to_refuses_values_the_sort_cannot_hold_with_a_400(client, engine, qu
     response = client.get("/orders?" + query)
     assert response.status_code == 400, query
     assert "to" in response.get_data(as_text=True) or "cannot" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("sort", ["newest", "oldest"])
+def test_an_orders_created_at_from_the_api_goes_to_its_time_in_every_reader(client, engine, sort):
+    """A client passes back the time the API gave it (`2026-03-11T10:20:00.000000Z`) as `to`: the
+    API, the page and the export all open at the first row with that time, the same row; a zone
+    typed wins over tz (+02:00 with tz=300 is the same instant)."""
+    seed_ties(engine, 300)
+    items = client.get(f"/api/orders?sort={sort}&limit=100").get_json()["items"]
+    when = items[57]["created_at"]
+    shifted = (dt.datetime.fromisoformat(when) + dt.timedelta(hours=2)).isoformat()[:-6] + "+02:00"
+    for to in (when, shifted):
+        query = {"sort": sort, "to": to, "tz": "300"}
+        api = client.get("/api/orders", query_string={**query, "limit": 1}).get_json()["items"]
+        page = client.get("/orders", query_string=query)
+        assert page.status_code == 303, page.get_data()[:300]
+        export = list(
+            csv.DictReader(
+                io.StringIO(client.get("/orders/export.csv", query_string=query).get_data(as_text=True))
+            )
+        )
+        first = next(r for r in items if r["created_at"] == when)
+        assert (
+            api[0]["id"] == rows_of(client, page.headers["Location"])[0][0] == export[0]["id"] == first["id"]
+        ), to
+        assert api[0]["created_at"] == when
 
 
 def test_unstorable_characters_are_unicode_categories_cc_and_cs():

@@ -34,7 +34,8 @@ ERRORS: dict[str, ErrorKind] = {
     "invalid_cursor": ErrorKind(
         400,
         "That link does not point anywhere we know",
-        "The cursor is malformed, altered, too long, sealed with another key, or of an older or unknown version.",
+        "The cursor is malformed, altered, too long, sealed with another key, or of an older or"
+        " unknown version.",
     ),
     "cursor_mismatch": ErrorKind(
         400,

@@ -25,8 +25,13 @@ MAX_NAME = 64
 # "1234,50", "1.234,50", "1 234,50".
 _AMOUNT = re.compile(r"[0-9][0-9 ,.\u00a0\u202f]{0,18}")
 _AMOUNT_HELP = "an amount like 1234.50, 1,234.50 or 1234,50"
-# What an <input type="datetime-local"> or a person sends: a date, optionally a time.
-_WHEN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2})?)?")
+# What an <input type="datetime-local"> or a person sends: a date, optionally a time; and what
+# the API writes (an order's created_at: seconds with a fraction and "Z"), so that a client can go
+# to a row it has: a time may have a fraction and a zone ("Z" or +02:00), which then wins over tz.
+_WHEN = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(?P<zone>Z|[+-][0-9]{2}:[0-9]{2})?)?"
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,10 @@ class Goto:
 
     @classmethod
     def parse(cls, sort: str, raw: str, tz_offset: str | None) -> Goto:
-        return cls(raw.strip(), value_for(sort, raw, tz_offset), tz_offset)
+        value = value_for(sort, raw, tz_offset)
+        zone = _typed_zone(raw.strip()) if SORTS[sort].goto == "datetime" else None
+        # A zone typed is the reader's zone for this go-to (its messages show times in it).
+        return cls(raw.strip(), value, tz_offset if zone is None else str(zone))
 
 
 def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
@@ -139,10 +147,11 @@ def amount(raw: str) -> Decimal:
 def _when(raw: str, tz_offset: str | None) -> dt.datetime:
     if not (raw.isascii() and _WHEN.fullmatch(raw)):
         raise InvalidParameter(
-            f"to must be a date (2026-03-11) or date and time (2026-03-11T10:30), not {raw[:40]!r}"
+            "to must be a date (2026-03-11) or date and time (2026-03-11T10:30, or with seconds and"
+            f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}"
         )
     try:
-        naive = dt.datetime.fromisoformat(raw.replace(" ", "T"))
+        typed = dt.datetime.fromisoformat(raw.replace(" ", "T"))
     except ValueError as err:
         raise InvalidParameter(f"to is not a real date and time: {raw[:40]!r}") from err
     # static/js/controls.js sends the reader's offset from UTC (minutes, as Date.getTimezoneOffset gives it),
@@ -152,7 +161,22 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
         if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > 14 * 60:
             raise InvalidParameter("tz must be minutes from UTC, from -840 to 840")
         minutes = int(tz_offset)
-    return _shifted(naive, dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
+    offset = typed.utcoffset()
+    if offset is not None:  # a zone typed wins over tz
+        minutes = -int(offset.total_seconds() // 60)
+    return _shifted(typed.replace(tzinfo=None), dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
+
+
+def _typed_zone(raw: str) -> int | None:
+    """The zone typed with a date and time, as minutes behind UTC (tz's sign), or None."""
+    found = _WHEN.fullmatch(raw) if raw.isascii() else None
+    zone = found["zone"] if found else None
+    if not zone:
+        return None
+    if zone == "Z":
+        return 0
+    minutes = int(zone[1:3]) * 60 + int(zone[4:6])
+    return -minutes if zone[0] == "+" else minutes
 
 
 def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
@@ -189,7 +213,9 @@ def covers(choice: SortChoice, goto: Goto, row: Any) -> bool:
     if choice.goto == "amount":
         return bool(row.amount == goto.value)
     typed = goto.text.replace(" ", "T")
-    shown = _local(row.created_at, goto).isoformat(timespec="seconds")
+    if _typed_zone(goto.text) is not None:  # the zone is goto's own now (Goto.parse): drop it
+        typed = typed[:-1] if typed.endswith("Z") else typed[:-6]
+    shown = _local(row.created_at, goto).isoformat(timespec="microseconds" if "." in typed else "seconds")
     return shown.startswith(typed)
 
 

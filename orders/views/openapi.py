@@ -144,7 +144,8 @@ SPEC: dict[str, Any] = {
                         "in": "query",
                         "description": (
                             "Go to: the page starts at the first order at or past this value in the "
-                            "sort's order (a date or date and time for newest/oldest, an amount for "
+                            "sort's order (a date or date and time for newest/oldest, also an order's "
+                            "`created_at` as this API writes it, whose zone wins over `tz`; an amount for "
                             "amount, e.g. `1,234.50` or `1234,50`, a name for customer: the first name "
                             "with a word starting with each word given). A value beyond the list's "
                             "rows is a 400 that says so. Not with `after`/`before`; the page's cursors "
@@ -155,7 +156,9 @@ SPEC: dict[str, Any] = {
                     {
                         "name": "tz",
                         "in": "query",
-                        "description": "With a date `to`: the reader's minutes behind UTC (-840 to 840).",
+                        "description": (
+                            "With a date `to` without a zone: the reader's minutes behind UTC (-840 to 840)."
+                        ),
                         "schema": {"type": "string"},
                     },
                 ],
