@@ -88,7 +88,7 @@ class Goto:
     @classmethod
     def parse(cls, sort: str, raw: str, tz_offset: str | None) -> Goto:
         value = value_for(sort, raw, tz_offset)
-        zone = _typed_zone(raw.strip()) if SORTS[sort].goto == "datetime" else None
+        zone = _split_zone(raw.strip())[1] if SORTS[sort].goto == "datetime" else None
         # A zone typed is the reader's zone for this go-to (its messages show times in it).
         return cls(raw.strip(), value, tz_offset if zone is None else str(zone))
 
@@ -150,8 +150,9 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
             "to must be a date (2026-03-11) or date and time (2026-03-11T10:30, or with seconds and"
             f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}"
         )
+    local, zone = _split_zone(raw)
     try:
-        typed = dt.datetime.fromisoformat(raw.replace(" ", "T"))
+        typed = dt.datetime.fromisoformat(local.replace(" ", "T"))
     except ValueError as err:
         raise InvalidParameter(f"to is not a real date and time: {raw[:40]!r}") from err
     # static/js/controls.js sends the reader's offset from UTC (minutes, as Date.getTimezoneOffset gives it),
@@ -161,22 +162,20 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
         if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > 14 * 60:
             raise InvalidParameter("tz must be minutes from UTC, from -840 to 840")
         minutes = int(tz_offset)
-    offset = typed.utcoffset()
-    if offset is not None:  # a zone typed wins over tz
-        minutes = -int(offset.total_seconds() // 60)
-    return _shifted(typed.replace(tzinfo=None), dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
+    if zone is not None:  # a zone typed wins over tz
+        minutes = zone
+    return _shifted(typed, dt.timedelta(minutes=minutes)).replace(tzinfo=dt.UTC)
 
 
-def _typed_zone(raw: str) -> int | None:
-    """The zone typed with a date and time, as minutes behind UTC (tz's sign), or None."""
+def _split_zone(raw: str) -> tuple[str, int | None]:
+    """A date and time typed, without its zone, and the zone as minutes behind UTC (tz's sign):
+    ("2026-03-11T12:20", -120) for "2026-03-11T12:20+02:00"; (raw, None) without one."""
     found = _WHEN.fullmatch(raw) if raw.isascii() else None
-    zone = found["zone"] if found else None
-    if not zone:
-        return None
-    if zone == "Z":
-        return 0
-    minutes = int(zone[1:3]) * 60 + int(zone[4:6])
-    return -minutes if zone[0] == "+" else minutes
+    if not found or not found["zone"]:
+        return raw, None
+    zone = found["zone"]
+    minutes = 0 if zone == "Z" else int(zone[1:3]) * 60 + int(zone[4:6])
+    return raw[: found.start("zone")], -minutes if zone.startswith("+") else minutes
 
 
 def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
@@ -212,9 +211,7 @@ def covers(choice: SortChoice, goto: Goto, row: Any) -> bool:
     second; an amount to the cent)."""
     if choice.goto == "amount":
         return bool(row.amount == goto.value)
-    typed = goto.text.replace(" ", "T")
-    if _typed_zone(goto.text) is not None:  # the zone is goto's own now (Goto.parse): drop it
-        typed = typed[:-1] if typed.endswith("Z") else typed[:-6]
+    typed = _split_zone(goto.text)[0].replace(" ", "T")  # a zone typed is goto's own (Goto.parse)
     shown = _local(row.created_at, goto).isoformat(timespec="microseconds" if "." in typed else "seconds")
     return shown.startswith(typed)
 
