@@ -350,6 +350,37 @@ def test_no_footer_right_under_a_loading_row_during_a_fast_fling(live, browser: 
     context.close()
 
 
+def test_a_fling_to_the_end_of_what_is_loaded_stops_on_rows_on_a_landscape_phone(live, browser: Browser):
+    """A fling that reaches the bottom of the document before the next page (the reader sees the
+    skeleton alone): the rows take the skeleton's place and the reader sees them, and loading stops
+    there. Before, the drop of far rows above had nothing to hold on to and pulled the next
+    skeleton into view, which loaded again: 1,000 orders streamed to the list's end in about two
+    seconds while the reader saw no row."""
+    given(live, 1000, AUTO_PAGES=10_000)
+    context = browser.new_context(viewport=VIEWPORTS["landscape phone"], is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+    page.mouse.move(200, 200)
+    for _ in range(15):
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(60)
+    page.evaluate(
+        "() => { window.__after = 0;"
+        " document.addEventListener('orders:loaded', e => { if (!e.detail.up) window.__after++; }); }"
+    )
+    settled(page)
+    loads = page.evaluate("window.__after")
+    in_view = page.evaluate(
+        "() => [...document.querySelectorAll('#rows > tr[data-id]')]"
+        ".filter(r => r.getBoundingClientRect().bottom > 0 && r.getBoundingClientRect().top < innerHeight)"
+        ".length"
+    )
+    assert in_view > 0, "the reader sees no row"
+    assert loads <= 3, f"{loads} pages loaded below after the fling stopped"
+    context.close()
+
+
 def test_keys_move_focus_row_to_row_enter_opens_and_back_returns_to_it(live, page: Page):
     given(live, 300, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")

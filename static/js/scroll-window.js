@@ -349,13 +349,18 @@ function insert(load, target, html, incoming) {
   // (no read after a write): the drop and the new rows are laid out and painted once, together.
   var plan = canDrop(load.up) ? planDrops(load.up, incoming) : null;
   var anchor = beforeWrites(load.up || (plan && !plan.up));
+  // A reader who sees no row, only the skeleton these rows replace (a fling reached the end of
+  // what was loaded): the first new row keeps the skeleton's place. Without an anchor the drop
+  // above pulled the next skeleton into view, which loaded again, page after page to the list's
+  // end, while the reader saw no row (seen on a landscape phone).
+  var skeletonTop = !anchor && plan && !plan.up && rows.length ? target.getBoundingClientRect().top : null;
   if (plan) applyDrops(plan);
   target.replaceWith(fragment);
   controls.forEach(function (el) {
     if (el.querySelector("[hx-get]")) htmx.process(el);  // a "Load more" form; sentinels need none
     arm(el);
   });
-  afterWrites(anchor);
+  afterWrites(skeletonTop === null ? anchor : { row: rows[0], top: skeletonTop });
   return rows;
 }
 
