@@ -100,19 +100,23 @@ def order_clauses(
     first: int = 0,
     nullable: Sequence[bool] | None = None,
     nulls_clause: bool = False,
+    refs: Sequence[ColumnElement[Any] | None] | None = None,
 ) -> tuple[ColumnElement[Any], ...]:
     """The one ORDER BY of a sort's terms (of `exprs` in their place, e.g. a subquery's columns),
     from term `first` on, reversed when `backward`: every unpaged query's (Keyset.order_by) and
     every read's (statement.py). A term with its NULLs placed explicitly that may be NULL (all of
     them unless `nullable` says which) is ordered by ``(term IS NULL)`` first, or, with
     `nulls_clause` (an engine that has it), by NULLS FIRST/LAST; other NULLs go where the
-    engine puts them."""
+    engine puts them. `refs`: where a term is ordered by a reference to its select item (a
+    position, a label; None for the term itself), for an engine that needs it (statement.py)."""
     clauses: list[ColumnElement[Any]] = []
     for i, t in enumerate(terms):
         if i < first:
             continue
         expr = t.expr if exprs is None else exprs[i]
-        clause = expr.desc() if t.descending != backward else expr.asc()
+        ref = refs[i] if refs is not None else None
+        ref = expr if ref is None else ref
+        clause = ref.desc() if t.descending != backward else ref.asc()
         if t.nulls is not None and (nullable is None or nullable[i]):
             last = (t.nulls == "last") != backward
             if nulls_clause:

@@ -28,9 +28,21 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Select, and_, bindparam, false, func, or_, select, true, tuple_
+from sqlalchemy import (
+    Connection,
+    Select,
+    and_,
+    bindparam,
+    false,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.cache_key import NO_CACHE
@@ -54,6 +66,7 @@ from .sort import SEEK_FORMS, Keyset, SeekForm, Term, order_clauses
 from .values import to_cursor
 
 _T = TypeVar("_T")
+Items = Literal["keyed", "own", "keys"]  # what a read selects (Plan._item_refs)
 
 # Planners that turn a row-value comparison into an index range (PostgreSQL's "Index Cond",
 # SQLite's SEARCH); MariaDB and MySQL scan for it (docs/design.md has the measurements).
@@ -145,6 +158,14 @@ class Plan:
             bindparam(f"_keyset_to_{i}", type_=t.bind_type) for i, t in enumerate(sort.columns)
         )
         self.labels = tuple(t.expr.label(f"_keyset_{i}") for i, t in enumerate(sort.columns))
+        # MariaDB (10.11) drops rows from a SELECT DISTINCT over a derived table, a view or a CTE
+        # ordered by a column and then an expression it selects: (0, 'a') and (0, 'id') ordered
+        # by `count, length(info)` came back as one row, whatever the LIMIT. Ordered by the
+        # select item's position or label they do not, so there every term that is not a
+        # column is ordered by its item (`_item_refs`; a DISTINCT selects every term it orders
+        # by). tests/test_library_statements.py has the cases.
+        distinct = self.dialect in ("mysql", "mariadb") and bool(stmt._distinct)
+        self.by_item = tuple(distinct and not isinstance(t.expr, ColumnClause) for t in sort.columns)
         self._built: dict[tuple[Any, ...], Any] = {}
 
     def _cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
@@ -163,16 +184,23 @@ class Plan:
     # --- ORDER BY -----------------------------------------------------------------------------
 
     def order_by(
-        self, exprs: Sequence[ColumnElement[Any]] | None = None, *, backward: bool = False, first: int = 0
+        self,
+        exprs: Sequence[ColumnElement[Any]] | None = None,
+        *,
+        backward: bool = False,
+        first: int = 0,
+        items: Items = "keyed",
     ) -> tuple[ColumnElement[Any], ...]:
         """ORDER BY of a read (of `exprs` in place of the terms, e.g. a subquery's columns),
-        from term `first` on."""
+        from term `first` on; `items`: what the read selects (`_item_refs`)."""
         if exprs is None:
-            return self._cached(("order_by", backward, first), lambda: self._order_by(None, backward, first))
-        return self._order_by(exprs, backward, first)
+            return self._cached(
+                ("order_by", backward, first, items), lambda: self._order_by(None, backward, first, items)
+            )
+        return self._order_by(exprs, backward, first, None)
 
     def _order_by(
-        self, exprs: Sequence[ColumnElement[Any]] | None, backward: bool, first: int
+        self, exprs: Sequence[ColumnElement[Any]] | None, backward: bool, first: int, items: Items | None
     ) -> tuple[ColumnElement[Any], ...]:
         # MariaDB/MySQL have no NULLS FIRST/LAST: (term IS NULL) first there.
         return order_clauses(
@@ -182,7 +210,27 @@ class Plan:
             first=first,
             nullable=self.nullable,
             nulls_clause=self.dialect not in ("mysql", "mariadb"),
+            refs=self._item_refs(items) if items is not None and any(self.by_item) else None,
         )
+
+    def _item_refs(self, items: Items) -> tuple[ColumnElement[Any] | None, ...]:
+        """The select items the terms marked `by_item` are ordered by, in a read that selects
+        `items`: "keyed", the caller's columns and then the terms it does not select (labels:
+        `keyed`); "own", the caller's columns alone (a term it does not select keeps its
+        expression); "keys", the terms alone, in order. A position counts SQL columns, which the
+        caller's are one each unless an ORM entity is among them, and then every term is
+        appended (`_layout`)."""
+        refs: list[ColumnElement[Any] | None] = []
+        for i, marked in enumerate(self.by_item):
+            ref: ColumnElement[Any] | None = None
+            if marked and items == "keys":
+                ref = literal_column(str(i + 1))
+            elif marked and i not in self.missing:
+                ref = literal_column(str(self.key_index[i] + 1))
+            elif marked and items == "keyed":
+                ref = self.labels[i]
+            refs.append(ref)
+        return tuple(refs)
 
     # --- the seek predicate -------------------------------------------------------------------
 
@@ -288,12 +336,14 @@ class Plan:
             return stmt
         return stmt.having(*conditions) if self.sort.aggregated else stmt.where(*conditions)
 
-    def read_order(self, read: Read, *, backward: bool) -> tuple[ColumnElement[Any], ...]:
+    def read_order(
+        self, read: Read, *, backward: bool, items: Items = "keyed"
+    ) -> tuple[ColumnElement[Any], ...]:
         """ORDER BY within a read. Among the first term's NULLs it is left out on MariaDB (a
         constant there, yet it made MariaDB sort instead of reading the index range; without it,
         PostgreSQL reads the primary key and filters: tests/test_library_plans.py)."""
         drop = read.lead == "nulls" and self.dialect in ("mysql", "mariadb")
-        return self.order_by(backward=backward, first=1 if drop else 0)
+        return self.order_by(backward=backward, first=1 if drop else 0, items=items)
 
     def statement(
         self,
@@ -321,7 +371,8 @@ class Plan:
         past `keys`, read from the sort's index alone, and how many rows there were."""
         keys_only = stmt.with_only_columns(*self.labels, maintain_column_froms=True)
         window = self.restrict(keys_only, read, keys, backward=False)
-        rows = window.order_by(None).order_by(*self.order_by()).limit(size).subquery("_keyset_window")
+        ordered = window.order_by(None).order_by(*self.order_by(items="keys"))
+        rows = ordered.limit(size).subquery("_keyset_window")
         columns = list(rows.c)  # by position: the labels are the key terms in order
         last_first = self.order_by(columns, backward=True)
         return select(*columns, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
@@ -336,7 +387,7 @@ class Plan:
         cost range_probe ten times more on SQLite (1.7 against 18.9 ms for 20,000 rows)."""
         keys_only = stmt.with_only_columns(*self.labels, maintain_column_froms=True)
         window = self.restrict(keys_only, read, keys, backward=False)
-        return window.order_by(None).order_by(*self.order_by()).limit(1).offset(size - 1)
+        return window.order_by(None).order_by(*self.order_by(items="keys")).limit(1).offset(size - 1)
 
     def range_statement(
         self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, last: Sequence[Any]
@@ -346,7 +397,7 @@ class Plan:
         upto = self.seek(last, backward=True, inclusive=True, to=True)
         part = self.restrict(stmt, read, keys, backward=False)
         part = part.having(upto) if self.sort.aggregated else part.where(upto)
-        return part.order_by(None).order_by(*self.order_by())
+        return part.order_by(None).order_by(*self.order_by(items="own"))
 
     def fetch(
         self,
@@ -395,7 +446,8 @@ class Plan:
         columns = stmt.with_only_columns(*(t.expr for t in self.sort.columns), maintain_column_froms=True)
         for read in reads(self.sort, keys, backward=backward, inclusive=inclusive):
             probe = self.restrict(columns, read, keys, backward=backward)
-            probe = probe.order_by(None).order_by(*self.read_order(read, backward=backward)).limit(1)
+            order = self.read_order(read, backward=backward, items="keys")
+            probe = probe.order_by(None).order_by(*order).limit(1)
             if executor.execute(probe, self.bind(keys)).first() is not None:
                 return True
         return False

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.orm import Session
 
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, paginate
 
@@ -51,12 +52,34 @@ def shape(item: Any) -> Any:
 
 
 def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
-    """The statement's rows in the sort's order, as paging hands them back."""
-    result = executor.execute(stmt.order_by(*sort.order_by()))
+    """The statement's rows in the sort's order, as paging hands them back.
+
+    On MariaDB with its derived tables, views and CTEs materialized rather than merged: merged,
+    MariaDB 10.11 drops rows from a SELECT DISTINCT ordered by a column and then an expression it
+    selects (pagination/statement.py, `by_item`), and the rows paging is compared with must not
+    have the engine's bug."""
+    bind = executor.get_bind(clause=stmt) if isinstance(executor, Session) else executor
+    unmerged = bind.dialect.name in ("mysql", "mariadb")
+    if unmerged:
+        _optimizer(executor, stmt, "derived_merge=off")
+    try:
+        result = executor.execute(stmt.order_by(*sort.order_by()))
+    finally:
+        if unmerged:
+            _optimizer(executor, stmt, "derived_merge=on")
     if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
         result = result.unique()  # a joined eager load of a collection, as the ORM requires
     rows = result.all()
     return [shape(row[0]) if len(row) == 1 else shape(row) for row in rows]
+
+
+def _optimizer(executor: Any, stmt: Any, switch: str) -> None:
+    """One MariaDB optimizer switch on the connection `executor` runs `stmt` on."""
+    sql = text(f"SET SESSION optimizer_switch = '{switch}'")
+    if isinstance(executor, Session):
+        executor.execute(sql, bind_arguments={"clause": stmt})
+    else:
+        executor.execute(sql)
 
 
 def walk_ranges(executor: Any, ranges: list[Any]) -> list[Any]:

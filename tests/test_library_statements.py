@@ -204,6 +204,8 @@ EVERYTHING = union_all(
 ).subquery("everything")
 BOOKS_OF = select(func.count(Book.id)).where(Book.author_id == Author.id).scalar_subquery()
 REPEATS = union_all(select(Author.id, Author.name), select(Book.id, Book.title)).subquery("repeats")
+SIZED = select(Author).where(Author.id > 0).subquery("sized")
+NICKED = select(Author.size, Author.nick).cte("nicked")
 
 
 _SEED = select(Book.id.label("id"), Book.id.label("origin")).where(Book.id <= 3).cte("chain", recursive=True)
@@ -316,6 +318,22 @@ CASES = [
     ),
     Case(
         "distinct", lambda: select(Author.name, Author.id).distinct(), Keyset("name", Author.name, Author.id)
+    ),
+    # MariaDB dropped rows of these, ordered by a column and then a selected expression, whatever
+    # the LIMIT (pagination/statement.py, `by_item`).
+    Case(
+        "distinct over a subquery, by an expression",
+        lambda: select(SIZED.c.size, func.length(SIZED.c.name)).distinct(),
+        Keyset("size, name length", SIZED.c.size, func.length(SIZED.c.name)),
+    ),
+    Case(
+        "distinct over a CTE, by a labelled nullable expression",
+        lambda: select(NICKED.c.size, func.length(NICKED.c.nick).label("nick_length")).distinct(),
+        Keyset(
+            "size, nick length",
+            NICKED.c.size.desc(),
+            func.length(NICKED.c.nick).label("nick_length").desc(),  # NULLs the engine's way
+        ),
     ),
     Case(
         "nullable, nulls last",
