@@ -121,15 +121,17 @@ def neutralize_sql(column: ColumnElement[str], dialect: str) -> ColumnElement[st
     cells Python would. PostgreSQL and MariaDB run the same regular expression; SQLite has none
     built in, so it calls neutralize() itself (registered by orders/exports/stream.py) for the rows the guard
     lets through, which for real names are almost none."""
-    # The guard, cheap per row: compared by code point (PostgreSQL "C", MariaDB utf8mb4_bin,
+    # The guard, cheap per row: compared by code point (PostgreSQL "C", MariaDB utf8mb4_nopad_bin,
     # SQLite's BINARY default), and searched for each separator without a regular expression.
+    # NO PAD on MariaDB: utf8mb4_bin pads with spaces, so "\xa0\t=1" (a tab sorts below a
+    # space) compared below "\xa0" and went out unneutralized (found by random examples).
     binary: ColumnElement[str] = column
     if dialect == "postgresql":
         binary, find = column.collate("C"), func.strpos
     elif dialect == "sqlite":
         find = func.instr
     else:
-        binary, find = column.collate("utf8mb4_bin"), func.instr
+        binary, find = column.collate("utf8mb4_nopad_bin"), func.instr
     guard = or_(
         binary < literal(_BELOW_EVERY_SAFE_START),
         binary >= literal(_FROM_UNSAFE_STARTS),
