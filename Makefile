@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 
-.PHONY: run test test-quick test-browser lint format bench bench-quick bench-cluster bench-streams soak cluster cluster-shards bench-shards clean
+.PHONY: run test test-quick test-browser hunt lint format bench bench-quick bench-cluster bench-streams soak cluster cluster-shards bench-shards clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,16 @@ test-browser: $(VENV)/.dev
 	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi
 	$(PYTEST) tests/test_browser*.py -rs --timeout $(BROWSER_TEST_TIMEOUT) \
 		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
+
+## hunt: the Hypothesis tests (those importing tests/hunt.py) with HUNT times their examples (10
+## unless given), drawn anew each run: what the suite's fixed budgets never reach. Not part of
+## `make test`; a failure prints the seed that replays it (--hypothesis-seed=N)
+HUNT ?= 10
+hunt: $(VENV)/.dev
+	scripts/ensure-databases
+	scripts/ensure-shards
+	HUNT=$(HUNT) $(PYTEST) $$(grep -l "^from .hunt import" tests/test_*.py) -n $(QUICK_WORKERS) -q \
+		-p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy

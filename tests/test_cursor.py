@@ -32,6 +32,8 @@ from pagination import (
     filters_fingerprint,
 )
 
+from .hunt import examples
+
 SECRET = "a-secret-for-cursor-tests-0123456789abcdef"
 codec = CursorCodec(SECRET)
 UTC = dt.UTC
@@ -286,7 +288,7 @@ def test_sealed_but_malformed_payloads_are_refused():
             codec.decode(seal(plain))
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.text(max_size=600) | st.binary(max_size=600).map(lambda b: b.decode("latin-1")))
 def test_any_text_is_refused_with_invalid_cursor_only(text):
     with pytest.raises(InvalidCursor):

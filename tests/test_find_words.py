@@ -32,6 +32,7 @@ from pagination import CursorCodec
 from .databases import ENGINES, throwaway_database
 from .fixtures import clear
 from .helpers import BASE, add_orders
+from .hunt import examples
 
 SCRIPTS = (
     "aAáÁàÀâãäçÇéÉêíóôõúÚüßñÑøÅ"  # Latin with accents
@@ -117,7 +118,7 @@ def test_words_of_a_name_and_of_a_query() -> None:
 
 
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,

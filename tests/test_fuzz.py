@@ -9,7 +9,8 @@ oracle decides the answer: 200 when every parameter is valid, else 400 with one 
 of the problems present. Bodies for POST /api/orders get 201, 413, 415 or 422 only.
 
 Budgets are fixed and derandomized so CI runs the same examples every time: SQLite takes the
-bulk, PostgreSQL and MariaDB a smaller share of each budget.
+bulk, PostgreSQL and MariaDB a smaller share of each budget. `make hunt` multiplies them and
+draws new examples (tests/hunt.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 from .databases import ENGINES, migrated_database
 from .fixtures import SECRET, authorized_client, make_app, with_token
 from .helpers import BASE, add_orders
+from .hunt import DERANDOMIZE, examples
 
 UTC = dt.UTC
 # Share of each example budget per engine: the HTTP edge is the same code on all of them, the
@@ -84,11 +86,12 @@ def fuzz_app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 
 def run(app: Flask, budget: int, test: Callable[..., None], **strategies: Any) -> None:
-    """Run `test` as a Hypothesis test with this engine's share of a fixed, derandomized budget."""
-    examples = max(20, round(budget * BUDGET_SHARE[app.config["ENGINE_KIND"]]))
+    """Run `test` as a Hypothesis test with this engine's share of a fixed, derandomized budget
+    (unless hunting: tests/hunt.py)."""
+    share = examples(max(20, round(budget * BUDGET_SHARE[app.config["ENGINE_KIND"]])))
     fixed = settings(
-        max_examples=examples,
-        derandomize=True,
+        max_examples=share,
+        derandomize=DERANDOMIZE,
         database=None,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Bundle, DeclarativeBase, Mapped, Session, aliased, co
 from pagination import Keyset, KeysetError, iterate_ranges, paginate
 
 from .databases import ENGINES
+from .hunt import examples
 from .library import CODEC, library_engine, unpaged, walk, walk_back, walk_ranges
 
 
@@ -241,7 +242,7 @@ def _columns(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )

@@ -67,6 +67,7 @@ from pagination import (
 )
 
 from .databases import ENGINES
+from .hunt import examples
 from .library import CODEC, library_engine, shape, statements_of, unpaged, walk
 
 UTC = dt.UTC
@@ -476,7 +477,9 @@ class _executor:
 
 
 PROPERTY = settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=examples(15),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 

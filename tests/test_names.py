@@ -25,6 +25,7 @@ from pagination import start_at
 from .databases import ENGINES, throwaway_database
 from .fixtures import clear
 from .helpers import BASE, add_orders, get_page
+from .hunt import examples
 
 CUSTOMER = KEYSETS["customer"]
 
@@ -80,7 +81,9 @@ def test_the_key_is_idempotent_and_ignores_case(name: str) -> None:
 
 
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=examples(30),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.lists(customer_names, min_size=1, max_size=30), st.integers(1, 7))
 @example(["Zeca Batista", "Úrsula Freitas", "ursula", "URSULA", "Ana", "ána", "Борис", "日本", "Straße"], 3)

@@ -34,6 +34,7 @@ from orders.views.openapi import SPEC
 from .databases import APP_ENGINES, migrated_database
 from .fixtures import AUTH, make_app, with_token
 from .helpers import BASE, add_orders
+from .hunt import DERANDOMIZE, examples
 from .live import LiveServer
 
 CHECKS = [
@@ -95,8 +96,8 @@ def test_api_follows_its_openapi_description(
     calls: list[int] = []
 
     @settings(
-        max_examples=EXAMPLES_PER_OPERATION,
-        derandomize=True,
+        max_examples=examples(EXAMPLES_PER_OPERATION),
+        derandomize=DERANDOMIZE,
         database=None,
         deadline=None,
         suppress_health_check=list(HealthCheck),
@@ -178,9 +179,9 @@ def test_api_sequences_follow_the_description(api_schema) -> None:  # type: igno
     run_state_machine_as_test(
         Sequences,
         settings=settings(
-            max_examples=30,
+            max_examples=examples(30),
             stateful_step_count=6,
-            derandomize=True,
+            derandomize=DERANDOMIZE,
             database=None,
             deadline=None,
             suppress_health_check=list(HealthCheck),

@@ -19,6 +19,7 @@ from pagination import Keyset, iterate
 
 from .fixtures import clear
 from .helpers import BASE, add_orders, delete_orders, get_page, py_key, statement, unpaged_ids
+from .hunt import examples
 
 # Mixed directions over three columns: exercises the expanded seek form on every engine.
 MIXED = Keyset("mixed", Order.amount.desc(), Order.customer.asc(), Order.id.asc())
@@ -34,7 +35,9 @@ row = st.tuples(
 )
 maybe_status = st.one_of(st.none(), st.sampled_from(STATUSES[:2]))
 PROPERTY_SETTINGS = settings(
-    max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=examples(35),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 

@@ -16,6 +16,7 @@ from pagination import InvalidCursor, InvalidPosition, PaginationError, iterate,
 
 from .fixtures import clear
 from .helpers import BASE, add_orders, get_page, statement, unpaged_ids
+from .hunt import examples
 
 UTC = dt.UTC
 TIMES = [BASE + dt.timedelta(minutes=m) for m in (0, 0, 0, 1, 1, 2, 5, 5)]
@@ -44,7 +45,7 @@ def in_sort_order(key, keyset):
     return key if not keyset.columns[0].descending else tuple(-k for k in key)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rows=st.lists(row, max_size=30),
     limit=st.integers(1, 5),

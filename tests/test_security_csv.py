@@ -32,6 +32,7 @@ from pagination import CursorCodec, iterate
 from .databases import SERVERS, migrated_database
 from .fixtures import make_app
 from .helpers import BASE, add_orders
+from .hunt import examples
 
 # What the issue's attacker posted, and every character OWASP lists as a formula trigger.
 DANGEROUS = [
@@ -234,7 +235,9 @@ def reread(data: bytes, separator: str, *, trim: bool = False) -> list[list[str]
     return [[cell.strip(" ") if trim else cell for cell in row] for row in rows]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @example(customers=['a;"=1', "b\n@x", "=c,d"], raw=False, batch=2)
 @example(customers=["Ana; =HYPERLINK(1)", ' "=x', 'a, " -1', "\r =y"], raw=False, batch=3)
 @example(customers=["\u200b=1", "＝1", "a;\u3000＠x", "\U000e0020-1", "Úrsula", "\u00a0"], raw=False, batch=2)

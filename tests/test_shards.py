@@ -46,6 +46,7 @@ from .helpers import (
     statements_of,
     unpaged_ids,
 )
+from .hunt import examples
 
 pytestmark = pytest.mark.slow
 SHARDS = 3
@@ -380,7 +381,7 @@ def test_every_feature_through_the_shards(small):
 # --- correctness across shards ---------------------------------------------------------------
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     times=st.lists(st.integers(0, 4), min_size=12, max_size=60),
     sort=st.sampled_from(list(SORTS)),

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .hunt import examples
+
 ROUTES = {
     "api": ("/api/orders", {}),
     "page": ("/orders", {}),
@@ -44,7 +46,9 @@ def test_nul_in_any_parameter_is_a_400_naming_it(client, route: str, name: str) 
     assert_names(response, name)
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@settings(
+    max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None
+)
 @given(
     route=st.sampled_from(list(ROUTES)),
     name=st.sampled_from(PARAMETERS),
