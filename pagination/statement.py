@@ -796,7 +796,7 @@ def _verdict(stmt: Select[Any], sort: Keyset, dialect: Any, plain_rows: bool, fo
         )
     if stmt._distinct_on:
         return "DISTINCT ON picks rows by its own ORDER BY: page a subquery of it instead"
-    problem = _term_problem(stmt, sort) or _eager_problem(stmt)
+    problem = _eager_problem(stmt) or _term_problem(stmt, sort)
     if problem is not None:
         return problem
     try:
@@ -852,12 +852,24 @@ def _term_problem(stmt: Select[Any], sort: Keyset) -> str | None:
 
 def _eager_problem(stmt: Select[Any]) -> str | None:
     """contains_eager() of a collection reads the caller's own join: a page's LIMIT would count
-    joined rows, not parents, and the ORM folds them into parents with partial collections."""
+    joined rows, not parents, and the ORM folds them into parents with partial collections. A
+    SELECT DISTINCT with joinedload() of a collection: the ORM moves the DISTINCT into a subquery
+    of its own, joined to the collection outside it, where no seek can reach (refused before, as
+    a sort reading a table the statement did not select from)."""
     for option in stmt._with_options:
         for load in getattr(option, "context", ()):
             eager = "eager_from_alias" in getattr(load, "local_opts", {})
             path = getattr(load, "path", ())
             collection = [str(p) for p in path if getattr(p, "uselist", False)]
+            joined = getattr(load, "strategy", None) == (("lazy", "joined"),)
+            if stmt._distinct and joined and collection:
+                return (
+                    f"SELECT DISTINCT with joinedload() of a collection ({collection[-1]}): the ORM "
+                    "puts the DISTINCT in a subquery of its own, joined to the collection outside "
+                    "it, where a page's seek cannot go; load it with selectinload() (one more query "
+                    "per page), or drop .distinct() (the ORM folds a joined collection's rows back "
+                    "into one parent each)"
+                )
             if eager and collection:
                 return (
                     f"contains_eager() of a collection ({collection[-1]}): a page's LIMIT would count "

@@ -50,6 +50,7 @@ from sqlalchemy.orm import (
     joinedload,
     mapped_column,
     relationship,
+    selectinload,
 )
 from sqlalchemy.types import DateTime
 
@@ -320,6 +321,11 @@ CASES = [
     Case(
         "distinct", lambda: select(Author.name, Author.id).distinct(), Keyset("name", Author.name, Author.id)
     ),
+    Case(  # what the refusal of a DISTINCT with a joinedload() collection advises
+        "distinct with a selectin collection",
+        lambda: select(Author).options(selectinload(Author.books)).distinct(),
+        Keyset("name", Author.name, Author.id),
+    ),
     # MariaDB dropped rows of these, ordered by a column and then a selected expression, whatever
     # the LIMIT (pagination/statement.py, `by_item`).
     Case(
@@ -561,6 +567,12 @@ REFUSALS = [
         lambda: select(Pair),
         Keyset("pairs", Pair.a),
         "not unique in this statement's rows",
+    ),
+    (  # was refused as "name reads lib_authors, which the statement does not select from"
+        "distinct with a joined collection",
+        lambda: select(Author).options(joinedload(Author.books)).distinct(),
+        Keyset("name", Author.name, Author.id),
+        r"SELECT DISTINCT with joinedload\(\) of a collection \(Author.books\).*selectinload\(\)",
     ),
 ]
 
