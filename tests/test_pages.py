@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import re
 from decimal import Decimal
+from html import unescape
 
 import pytest
 
@@ -335,6 +336,29 @@ def test_go_to_refuses_values_the_sort_cannot_hold_with_a_400(client, engine, qu
     response = client.get("/orders?" + query)
     assert response.status_code == 400, query
     assert "to" in response.get_data(as_text=True) or "cannot" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        # Zones no place has: +99:00 moved the go-to by four days, silently.
+        ("to=2026-03-11T10:20:00%2B99:00", "to's zone must be Z or from -14:00 to +14:00, not '+99:00'"),
+        ("to=2026-03-11T10:20:00%2B00:60", "to's zone must be Z or from -14:00 to +14:00, not '+00:60'"),
+        ("to=2026-03-11T10:20:00-14:01", "to's zone must be Z or from -14:00 to +14:00, not '-14:01'"),
+        # Thousands after a leading zero: "0.001" was 1 and "0,500" was 500.
+        ("sort=amount&to=0.001", "thousands in groups of three), not '0.001'"),
+        ("sort=amount&to=0,500", "thousands in groups of three), not '0,500'"),
+    ],
+)
+def test_go_to_refuses_what_it_would_have_to_guess_and_says_why(client, engine, query, says):
+    for path in ("/api/orders", "/orders", "/orders/export.csv"):
+        response = client.get(f"{path}?{query}")
+        assert response.status_code == 400, (path, query)
+        text = unescape(response.get_data(as_text=True))
+        assert says in text, (path, text[:300])
+    for fine in ("to=2026-03-11T10:20:00%2B14:00", "to=2026-03-11T10:20:00-12:00", "sort=amount&to=0,50"):
+        answer = client.get(f"/api/orders?{fine}").get_json()
+        assert "zone" not in str(answer) and "groups of three" not in str(answer), (fine, answer)
 
 
 @pytest.mark.parametrize("sort", ["newest", "oldest"])

@@ -25,6 +25,8 @@ MAX_NAME = 64
 # "1234,50", "1.234,50", "1 234,50".
 _AMOUNT = re.compile(r"[0-9][0-9 ,.\u00a0\u202f]{0,18}")
 _AMOUNT_HELP = "an amount like 1234.50, 1,234.50 or 1234,50"
+MAX_ZONE_MINUTES = 14 * 60  # the zones in use, UTC-12:00 to UTC+14:00: tz, and a zone typed in `to`
+
 # What an <input type="datetime-local"> or a person sends: a date, optionally a time; and what
 # the API writes (an order's created_at: seconds with a fraction and "Z"), so that a client can go
 # to a row it has: a time may have a fraction and a zone ("Z" or +02:00), which then wins over tz.
@@ -136,6 +138,8 @@ def amount(raw: str) -> Decimal:
         len(separators) > 1
         or mixes_decimal
         or (len(groups) > 1 and (not 1 <= len(groups[0]) <= 3 or any(len(g) != 3 for g in groups[1:])))
+        # Thousands are not grouped after a leading zero: "0.001" and "0,500" were 1 and 500.
+        or (len(groups) > 1 and groups[0].startswith("0"))
     ):
         raise InvalidParameter(f"to must be {_AMOUNT_HELP} (thousands in groups of three), not {raw[:40]!r}")
     digits = "".join(groups)
@@ -151,6 +155,10 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
             f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}"
         )
     local, zone = _split_zone(raw)
+    # A zone as tz allows it, minutes under 60: +99:00 moved the go-to by four days, silently.
+    typed_zone = raw[len(local) :]
+    if zone is not None and (abs(zone) > MAX_ZONE_MINUTES or typed_zone[4:] >= "60"):
+        raise InvalidParameter(f"to's zone must be Z or from -14:00 to +14:00, not {typed_zone!r}")
     try:
         typed = dt.datetime.fromisoformat(local.replace(" ", "T"))
     except ValueError as err:
@@ -159,8 +167,10 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
     # because the list shows times in the reader's zone; without JavaScript the page shows UTC.
     minutes = 0
     if tz_offset:
-        if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > 14 * 60:
-            raise InvalidParameter("tz must be minutes from UTC, from -840 to 840")
+        if not re.fullmatch(r"-?[0-9]{1,3}", tz_offset) or abs(int(tz_offset)) > MAX_ZONE_MINUTES:
+            raise InvalidParameter(
+                f"tz must be minutes from UTC, from -{MAX_ZONE_MINUTES} to {MAX_ZONE_MINUTES}"
+            )
         minutes = int(tz_offset)
     if zone is not None:  # a zone typed wins over tz
         minutes = zone
