@@ -21,13 +21,15 @@ RETRY_AFTER_SECONDS = 5
 
 @dataclass(frozen=True)
 class ErrorKind:
-    """One error a client can get: its status, the HTML page's title, what it means, and the
-    response headers it always carries."""
+    """One error a client can get: its status, the HTML page's title, what it means, the
+    response headers it always carries, and whether asking the same again later can succeed
+    (the HTML offers "Try again" and the list's failed load "Retry" only then)."""
 
     status: int
     title: str
     meaning: str
     headers: tuple[str, ...] = ()
+    later: bool = False
 
 
 ERRORS: dict[str, ErrorKind] = {
@@ -69,6 +71,7 @@ ERRORS: dict[str, ErrorKind] = {
         "Request timeout",
         "The request's body did not arrive within 10 s (the production front's bound on slow "
         "clients); the request was not served, and sending it again whole can succeed.",
+        later=True,
     ),
     "payload_too_large": ErrorKind(
         413,
@@ -87,6 +90,7 @@ ERRORS: dict[str, ErrorKind] = {
         "Too many requests",
         "This client sent more requests than its limit allows (RATELIMIT_READS, RATELIMIT_WRITES).",
         ("Retry-After",),
+        later=True,
     ),
     "internal_error": ErrorKind(
         500,
@@ -100,6 +104,7 @@ ERRORS: dict[str, ErrorKind] = {
         "timeout, deadlock, read-only or in recovery), or the front found no app server free or "
         "answering; retrying later can succeed.",
         ("Retry-After",),
+        later=True,
     ),
 }
 

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from flask import Flask, Response, jsonify, render_template, request
+from flask import Flask, Response, jsonify, render_template, request, url_for
 from flask.globals import request_ctx
 from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import DBAPIError
@@ -51,13 +51,24 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
     if request_ctx.url_adapter is None:
         # The Host was refused (TRUSTED_HOSTS) before routing: no page can build its links.
         return Response(err.message + "\n", mimetype="text/plain"), err.status, headers
+    kind = ERRORS[err.code]
     if htmx.wants_fragment():
         # A fragment request: htmx does not swap error responses; static/js/scroll-window.js
-        # shows a Retry row.
+        # shows this row: Retry where asking again can succeed, else the way to the list's first
+        # page (a Retry that asked for a stale cursor again could never work).
         headers["Vary"] = ", ".join(htmx.VARY)
-        return render_template("_error_row.html", error=err), err.status, headers
-    page = render_template("error.html", error=err, title=ERRORS[err.code].title)
+        first_page = None if kind.later else url_for("list_page.orders", **_same_list(err.code))
+        return render_template("_error_row.html", error=err, first_page=first_page), err.status, headers
+    page = render_template("error.html", error=err, title=kind.title, kind=kind)
     return page, err.status, headers
+
+
+def _same_list(code: str) -> dict[str, Any]:
+    """The list a stale cursor was for (its sort, status and search), to start it again; for any
+    other error the top of the orders (the parameters themselves may be what was wrong)."""
+    if code not in ("invalid_cursor", "cursor_mismatch"):
+        return {}
+    return {name: value for name in ("sort", "status", "q") if (value := request.args.get(name))}
 
 
 def check_query_is_utf8() -> None:

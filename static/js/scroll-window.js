@@ -507,13 +507,16 @@ function showRetry(row, load, url, status, text) {
   var retry = holder.querySelector("tr.error-row") || fromTemplate("retry-row");
   retry.id = row.id;
   retry.dataset.url = url;
-  retry.querySelector("[data-retry]").addEventListener("click", function () {
+  // No Retry where asking again cannot succeed (a stale cursor): the row links to the first page.
+  var again = retry.querySelector("[data-retry]");
+  if (again) again.addEventListener("click", function () {
     focusNext = !(load && load.up);
     if (retry.isConnected && !loads.has(retry)) fetchRows(retry, url);
   });
   row.replaceWith(retry);
   setBusy();
-  announce("Couldn't load more orders. Retry is available.");
+  announce(again ? "Couldn't load more orders. Retry is available."
+    : "Couldn't load more orders. A link to the first page is available.");
 }
 // The same for a load htmx made (the "Load more" form, htmx.ajax from elsewhere).
 function showHtmxRetry(evt) {
