@@ -15,7 +15,7 @@ from orders.app import create_app
 from orders.core.settings import SettingsError
 
 from .fixtures import make_app
-from .helpers import BASE, add_orders, delete_orders, link, seed_ties
+from .helpers import BASE, add_orders, delete_orders, link, seed, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
@@ -264,6 +264,21 @@ def test_a_deleted_order_says_so_and_links_back_to_the_same_place(client, engine
         as_text=True
     )
     assert 'href="/orders?after=x"' in html
+
+
+def test_a_page_size_chosen_in_the_url_holds_for_the_pages_after_it(client, engine):
+    """`limit=5` gave 5 rows, and the page after it (its Next link, its sentinel's fragment) the
+    server's default: the links now keep a page size the URL chose, and leave it out otherwise."""
+    seed(engine, 30)
+    html = client.get("/orders?status=paid&limit=3").get_data(as_text=True)
+    assert len(ROW_ID.findall(html)) == 3
+    after = link(html, "next")
+    assert after and "limit=3" in after and "status=paid" in after
+    fragment = client.get(after, headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert len(ROW_ID.findall(fragment)) == 3
+    assert re.search(r'data-get="[^"]*limit=3', fragment), "the next fragment's URL lost the size"
+    plain = client.get("/orders?status=paid").get_data(as_text=True)
+    assert "limit=" not in (link(plain, "next") or "")
 
 
 def test_a_failed_fragment_with_a_stale_cursor_links_to_its_lists_first_page(client):

@@ -103,6 +103,9 @@ class ListRequest:
     # to replicas: orders/web/read_routing.py sets it), so the next page is read at least there.
     stamp: Mapping[str, str] = field(default_factory=dict, compare=False)
     codec: CursorCodec | None = field(default=None, repr=False, compare=False)
+    # Whether the URL chose the page size (limit=): its links then keep it, so that the page after
+    # one of 5 rows has 5 rows too (it had the server's default).
+    limit_chosen: bool = False
 
     @classmethod
     def from_args(
@@ -132,7 +135,9 @@ class ListRequest:
             if cursor is not None:
                 raise InvalidParameter("give either to or a cursor (after/before), not both")
             goto = jump.Goto.parse(sort, to, single(args, "tz"))
-        listing = cls(sort, status, limit, search, goto, sharded=sharded, codec=codec)
+        listing = cls(
+            sort, status, limit, search, goto, sharded=sharded, codec=codec, limit_chosen="limit" in args
+        )
         # Decoded here, once (InvalidCursor: a 400): read routing takes its WAL position from it,
         # the library checks it against the sort and filters without decoding it again.
         return listing if cursor is None else listing.at(cursor, backward=direction == BEFORE)
@@ -264,6 +269,8 @@ class ListRequest:
         """URL parameters for a link from this list, without defaults (short, shareable URLs)."""
         q = self.search.text if self.search else None
         args: dict[str, Any] = {"sort": self.sort, "status": self.status, "q": q}
+        if self.limit_chosen:
+            args["limit"] = self.limit
         args.update(changes)
         if args.get("sort") == DEFAULT_SORT:
             args.pop("sort")
