@@ -229,6 +229,9 @@ def test_create_with_exact_timestamp_and_amount(client):
         ({"customer": "Ana", "amount": "1", "created_at": "2026-03-11T10:39:00"}, {"created_at"}),
         ({"customer": "Ana", "amount": "1", "created_at": "yesterday"}, {"created_at"}),
         ({"customer": "Ana", "amount": "1", "created_at": 5}, {"created_at"}),
+        # Null is refused like a null status: it was taken as now (random OpenAPI examples).
+        ({"customer": "Ana", "amount": "1", "created_at": None}, {"created_at"}),
+        ({"customer": "Ana", "amount": "1", "status": None}, {"status"}),
         ({"customer": "Ana", "amount": "1", "id": "7"}, {"id"}),
     ],
 )

@@ -181,7 +181,9 @@ def test_api_sequences_follow_the_description(api_schema) -> None:  # type: igno
         settings=settings(
             max_examples=examples(30),
             stateful_step_count=6,
-            derandomize=DERANDOMIZE,
+            # Derandomized even when hunting: drawn anew, schemathesis' stateful strategies failed
+            # Hypothesis' FlakyStrategyDefinition (links feed later draws), not the API.
+            derandomize=True,
             database=None,
             deadline=None,
             suppress_health_check=list(HealthCheck),

@@ -337,7 +337,7 @@ SPEC: dict[str, Any] = {
                         "format": "date-time",
                         "description": (
                             "With a timezone, from 1970 up to CREATED_AT_MAX_SKEW_SECONDS (5 s) after "
-                            "the server's clock; default: now."
+                            "the server's clock; left out: now (null is refused)."
                         ),
                     },
                 },
