@@ -252,6 +252,8 @@ def test_non_json_bodies_are_415_and_oversized_413(client):
     response = client.post("/api/orders", data="x" * 100_000, content_type="application/json")
     assert response.status_code == 413
     assert response.json["error"]["code"] == "payload_too_large"
+    # The same words as a chunked body's 413 (tests/test_security_doors.py), not werkzeug's.
+    assert response.json["error"]["message"] == "the body is larger than 16384 bytes"
 
 
 def test_health_and_headers(client):

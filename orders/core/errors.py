@@ -109,6 +109,12 @@ ERRORS: dict[str, ErrorKind] = {
 }
 
 
+def too_large(limit: int | None) -> str:
+    """The one message of a body over the limit, whether its Content-Length said so (werkzeug's
+    413) or a chunked body ran past it (orders/views/api.py)."""
+    return f"the body is larger than {limit} bytes"
+
+
 # The code a werkzeug HTTPException of each status becomes (routing, body size, Host checks).
 class ApiError(Exception):
     """An error a client can act on: a code of ERRORS (which fixes the status) and a message."""

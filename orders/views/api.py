@@ -8,7 +8,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from flask.typing import ResponseReturnValue
 from sqlalchemy import CursorResult, delete
 
-from orders.core.errors import ApiError
+from orders.core.errors import ApiError, too_large
 from orders.data.db import get_session
 from orders.data.models import MAX_ID, Order
 from orders.data.types import iso_utc
@@ -63,7 +63,7 @@ def read_json_body() -> Any:
         # A chunked body has no Content-Length to refuse up front, and werkzeug stops reading at
         # the limit without saying so: what it gives us would be a truncated body (a 422). A body
         # of exactly the limit is whole (as it is with Content-Length): one byte more tells them apart.
-        raise ApiError("payload_too_large", f"the body is larger than {limit} bytes")
+        raise ApiError("payload_too_large", too_large(limit))
     try:
         return grammar.loads(data)
     except grammar.DuplicateKey as err:

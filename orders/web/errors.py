@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, SecurityError
 
-from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS, ApiError, retryable
+from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS, ApiError, retryable, too_large
 from orders.finding.params import InvalidParameter
 from orders.web import htmx
 from pagination import CursorMismatch, InvalidCursor, PaginationError
@@ -124,6 +124,8 @@ def init_app(app: Flask) -> None:
         message = err.description or err.name
         if isinstance(err, SecurityError):  # werkzeug's message repeats the Host it refused
             message = "this server does not serve that Host (TRUSTED_HOSTS)"
+        elif status == 413:  # werkzeug's "exceeds the capacity limit": the chunked 413's words
+            message = too_large(request.max_content_length)
         return error_response(ApiError(code, message, headers=headers))
 
     @app.errorhandler(Exception)
