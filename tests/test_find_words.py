@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine, migrate
 from orders.data.models import STATUSES, Order, OrderWord
-from orders.data.names import WORD_PREFIX, name_key, word_prefixes
+from orders.data.names import KEY_LENGTH, WORD_PREFIX, name_key, name_words, normalized_name, word_prefixes
+from orders.data.words import index_orders
 from orders.finding.listing import ListRequest
 from orders.finding.search import Search, SearchError, query_words
 from orders.finding.sorts import SORTS
@@ -67,7 +68,7 @@ def matches(query: str, customer: str) -> bool:
     def word_char(ch: str) -> bool:
         return unicodedata.category(ch)[0] in "LNM"
 
-    key = name_key(customer)
+    key = normalized_name(customer)  # the whole name, not its key (cut at KEY_LENGTH characters)
     starts = [i for i, ch in enumerate(key) if word_char(ch) and (i == 0 or not word_char(key[i - 1]))]
     wanted = re.findall(r"\S+", "".join(ch if word_char(ch) else " " for ch in name_key(query)))
     return all(any(key.startswith(w[:WORD_PREFIX], i) for i in starts) for w in wanted)
@@ -233,5 +234,79 @@ def test_migration_0004_fills_words_and_counts_of_the_rows_already_there(empty_u
             )
         assert sorted(map(tuple, stored)) == sorted((i, w) for i, k in keys.items() for w in word_prefixes(k))
         assert {s: int(n) for s, n in counts.items()} == {STATUSES[i]: len(names) // 3 for i in range(3)}
+    finally:
+        engine.dispose()
+
+
+# 59 characters; its key is cut at KEY_LENGTH after "ß" became "ss": "... gross gmb".
+LONG_NAME = "Weißgerber Großhandel Süßwaren Straßenbau Meißner Groß GmbH"
+
+
+def test_a_name_longer_than_its_key_is_found_by_its_last_word(empty_url: str) -> None:
+    """Words come from the whole name, not from its key: "gmbh" finds the order written by the ORM
+    (the API) and by the bulk writer (the seed's index_orders), on every engine; it found neither
+    when the words were the key's."""
+    assert name_key(LONG_NAME).endswith("gross gmb") and len(name_key(LONG_NAME)) == KEY_LENGTH
+    engine = make_engine(empty_url)
+    try:
+        migrate(engine)
+        with Session(engine) as session:
+            session.add(Order(customer=LONG_NAME, amount=Decimal("1.00"), status="paid", created_at=BASE))
+            session.commit()
+        with engine.begin() as conn:
+            conn.execute(
+                Order.__table__.insert(),
+                [
+                    {
+                        "customer": LONG_NAME,
+                        "customer_key": name_key(LONG_NAME),
+                        "amount": 2,
+                        "status": "paid",
+                        "created_at": BASE,
+                    }
+                ],
+            )
+            last = conn.scalar(select(Order.id).order_by(Order.id.desc()).limit(1))
+            assert index_orders(conn, last, last) == len(name_words(LONG_NAME))
+        for typed in ("gmbh", "GMBH meiss", "weiss gmbh"):
+            with Session(engine) as session:
+                listing = ListRequest("newest", None, 10, Search.parse(typed), codec=CursorCodec("k" * 32))
+                page = listing.page(session)
+            assert [row.customer for row in page.items] == [LONG_NAME, LONG_NAME], typed
+    finally:
+        engine.dispose()
+
+
+def test_migration_0007_writes_again_the_words_of_names_whose_key_was_cut(empty_url: str) -> None:
+    engine = make_engine(empty_url)
+    try:
+        migrate(engine, "0006")
+        short = "Ana Souza"
+        with engine.begin() as conn:
+            for name in (LONG_NAME, short):
+                conn.execute(
+                    text(
+                        "INSERT INTO orders (customer, customer_key, amount, status, created_at) "
+                        "VALUES (:c, :k, 1, 'paid', :t)"
+                    ),
+                    {"c": name, "k": name_key(name), "t": BASE.replace(tzinfo=None)},
+                )
+            # As 0006's code wrote them: from the key.
+            for order_id, key in conn.execute(select(Order.id, Order.customer_key)).all():
+                conn.execute(
+                    OrderWord.__table__.insert(),
+                    [
+                        {"id": order_id, "word": w, "created_at": BASE, "amount": 1, "customer_key": key}
+                        for w in sorted(word_prefixes(key))
+                    ],
+                )
+        migrate(engine)
+        with Session(engine) as session:
+            words = {}
+            for order_id, word in session.execute(select(OrderWord.id, OrderWord.word)).all():
+                words.setdefault(order_id, set()).add(word)
+            names = dict(session.execute(select(Order.id, Order.customer)).all())
+        assert {names[i]: w for i, w in words.items()} == {n: name_words(n) for n in (LONG_NAME, short)}
+        assert "gmbh" in name_words(LONG_NAME) and "gmbh" not in word_prefixes(name_key(LONG_NAME))
     finally:
         engine.dispose()

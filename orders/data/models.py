@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, validates
 from sqlalchemy.orm.attributes import get_history
 
-from orders.data.names import NameKey, name_key, word_prefixes
+from orders.data.names import NameKey, name_key, name_words
 from orders.data.types import BigId, Money, UTCDateTime
 
 CUSTOMER_MAX_LENGTH = 64  # bounded so a `customer` cursor stays under 512 characters
@@ -89,7 +89,7 @@ class Order(Base):
 
 
 class OrderWord(Base):
-    """One prefix of one word of an order's customer name (orders/data/names.py `word_prefixes`), with
+    """One prefix of one word of an order's customer name (orders/data/names.py `name_words`), with
     the order's sort columns: the search reads `word = :q` in the sort's order, one index range
     per sort (orders/finding/search.py). Written with the order (`_write_words` below, the seed's
     `index_orders`), deleted with it by a trigger on orders (migration 0004: a foreign key would be
@@ -131,11 +131,11 @@ class OrderCount(Base):
 
 
 def word_rows(
-    order_id: int, customer_key: str, created_at: dt.datetime, amount: Decimal
+    order_id: int, customer: str, customer_key: str, created_at: dt.datetime, amount: Decimal
 ) -> list[dict[str, Any]]:
-    """The order_words rows of one order."""
+    """The order_words rows of one order (its name's words: `name_words`)."""
     common = {"id": order_id, "created_at": created_at, "amount": amount, "customer_key": customer_key}
-    return [{**common, "word": word} for word in sorted(word_prefixes(customer_key))]
+    return [{**common, "word": word} for word in sorted(name_words(customer))]
 
 
 _TABLES: weakref.WeakKeyDictionary[Engine, dict[str, bool]] = weakref.WeakKeyDictionary()
@@ -162,7 +162,7 @@ def keeps_counts(connection: Connection) -> bool:
 @event.listens_for(Order, "after_insert")
 def _write_words(_mapper: Mapper[Order], connection: Connection, order: Order) -> None:
     # In the order's own flush, so its transaction commits both or neither.
-    rows = word_rows(order.id, order.customer_key, order.created_at, order.amount)
+    rows = word_rows(order.id, order.customer, order.customer_key, order.created_at, order.amount)
     if rows and keeps_words(connection):  # a name of punctuation alone has no words
         connection.execute(insert(ORDER_WORDS), rows)
 

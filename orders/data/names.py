@@ -20,8 +20,9 @@ punctuation first, then Latin a-z, then Greek, Cyrillic, Armenian, Hebrew, Arabi
 jamo, CJK). Greek and Cyrillic fold case and lose accents too ("Ωμέγα" is "ωμεγα"); a script with no
 case (Arabic, CJK) keeps its letters as they are.
 
-The search (orders/finding/search.py) reads the key's words: runs of letters, digits and the marks that
-stay (Unicode L*, N*, M*); anything else separates them (spaces, hyphens, apostrophes,
+The search (orders/finding/search.py) reads the words of the whole normalized name (`name_words`:
+steps 1 to 3, not cut at KEY_LENGTH): runs of letters, digits and the marks that stay (Unicode
+L*, N*, M*); anything else separates them (spaces, hyphens, apostrophes,
 punctuation), so "Jean-Luc O'Brien" has the words "jean", "luc", "o", "brien". A word is matched
 on its first WORD_PREFIX characters; CJK written without spaces is one word.
 """
@@ -46,11 +47,28 @@ _MARKS = ("Mn", "Me")
 
 def name_key(name: str) -> str:
     """The sort, go-to and search key of a customer name (see the module's docstring)."""
+    return normalized_name(name)[:KEY_LENGTH]
+
+
+def normalized_name(name: str) -> str:
+    """Steps 1 to 3 of the module's docstring: the name's key before it is cut."""
     text = name
     for _ in range(2):
         text = unicodedata.normalize("NFKD", text).casefold()
     text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if unicodedata.category(ch) not in _MARKS)
-    return " ".join(text.split())[:KEY_LENGTH]
+    return " ".join(text.split())
+
+
+def name_words(name: str) -> set[str]:
+    """What the search table holds for a customer name: the prefixes of the words of its whole
+    normalized form. Not of its key, which is cut at KEY_LENGTH characters: "ß" is "ss" and "ﬃ"
+    is "ffi", so a name of 59 characters lost its last word ("... Groß GmbH": "gmb")."""
+    return word_prefixes(normalized_name(name))
+
+
+def key_is_whole(key: str) -> bool:
+    """Whether a key holds its whole name (was not cut): then its words are the name's."""
+    return len(key) < KEY_LENGTH
 
 
 def key_words(key: str) -> list[str]:

@@ -5,11 +5,12 @@ a Core INSERT of orders (the seed) leaves without words. The ORM's inserts write
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Column, Connection, MetaData, Table, exists, func, insert, select
 
-from orders.data.models import ORDER_WORDS, Order
-from orders.data.names import NameKey, word_prefixes
+from orders.data.models import ORDER_WORDS, Order, word_rows
+from orders.data.names import NameKey, key_is_whole, word_prefixes
 
 
 def index_orders(
@@ -41,9 +42,14 @@ def index_orders(
         Column("word", NameKey(), primary_key=True),
         prefixes=["TEMPORARY"],
     )
-    pairs = [{"key": key, "word": word} for key in sorted(set(keys)) for word in sorted(word_prefixes(key))]
+    # A key cut at KEY_LENGTH lost the end of its name, and its words with it (orders/data/names.py
+    # name_words): those orders get their rows one by one from their names, after the others.
+    whole = sorted(key for key in set(keys) if key_is_whole(key))
+    cut = sorted(key for key in set(keys) if not key_is_whole(key))
+    written = _from_names(connection, in_range, cut, fresh=fresh) if cut else 0
+    pairs = [{"key": key, "word": word} for key in whole for word in sorted(word_prefixes(key))]
     if not pairs:
-        return 0
+        return written
     names.create(connection)
     try:
         connection.execute(insert(names), pairs)
@@ -57,9 +63,25 @@ def index_orders(
         else:
             rows = rows.where(~exists().where(ORDER_WORDS.c.id == orders.c.id))
         columns = ["id", "word", "created_at", "amount", "customer_key"]
-        return connection.execute(insert(ORDER_WORDS).from_select(columns, rows)).rowcount
+        return written + connection.execute(insert(ORDER_WORDS).from_select(columns, rows)).rowcount
     finally:
         names.drop(connection)
+
+
+def _from_names(connection: Connection, in_range: Any, keys: Sequence[str], *, fresh: bool) -> int:
+    """The order_words rows of the orders in range whose key is one of `keys` (cut ones), from
+    their names; orders that have words already are left alone (unless `fresh`)."""
+    orders = Order.__table__
+    found = select(
+        orders.c.id, orders.c.customer, orders.c.customer_key, orders.c.created_at, orders.c.amount
+    )
+    found = found.where(in_range, orders.c.customer_key.in_(keys)).order_by(orders.c.id)
+    if not fresh:
+        found = found.where(~exists().where(ORDER_WORDS.c.id == orders.c.id))
+    rows = [word for order in connection.execute(found) for word in word_rows(*order)]
+    if rows:
+        connection.execute(insert(ORDER_WORDS), rows)
+    return len(rows)
 
 
 def last_order_id(connection: Connection) -> int:
