@@ -155,10 +155,6 @@ def _when(raw: str, tz_offset: str | None) -> dt.datetime:
             f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}"
         )
     local, zone = _split_zone(raw)
-    # A zone as tz allows it, minutes under 60: +99:00 moved the go-to by four days, silently.
-    typed_zone = raw[len(local) :]
-    if zone is not None and (abs(zone) > MAX_ZONE_MINUTES or typed_zone[4:] >= "60"):
-        raise InvalidParameter(f"to's zone must be Z or from -14:00 to +14:00, not {typed_zone!r}")
     try:
         typed = dt.datetime.fromisoformat(local.replace(" ", "T"))
     except ValueError as err:
@@ -184,8 +180,12 @@ def _split_zone(raw: str) -> tuple[str, int | None]:
     if not found or not found["zone"]:
         return raw, None
     zone = found["zone"]
-    minutes = 0 if zone == "Z" else int(zone[1:3]) * 60 + int(zone[4:6])
-    return raw[: found.start("zone")], -minutes if zone.startswith("+") else minutes
+    hours, minutes = (0, 0) if zone == "Z" else (int(zone[1:3]), int(zone[4:6]))
+    # A zone as tz allows it, minutes under 60: +99:00 moved the go-to by four days, silently.
+    if minutes >= 60 or hours * 60 + minutes > MAX_ZONE_MINUTES:
+        raise InvalidParameter(f"to's zone must be Z or from -14:00 to +14:00, not {zone!r}")
+    total = hours * 60 + minutes
+    return raw[: found.start("zone")], -total if zone.startswith("+") else total
 
 
 def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
