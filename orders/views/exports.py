@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from flask import Blueprint, Response, current_app, request
 
-from orders.exports.stream import close_after_stream, csv_chunks, export_chunks
+from orders.exports.stream import FIRST_BATCH_SIZE, close_after_stream, csv_chunks, export_chunks
 from orders.finding.listing import ListRequest
 from orders.finding.params import InvalidParameter, parse_int
 from orders.web import htmx, metrics
@@ -27,7 +27,7 @@ def export_csv(listing: ListRequest) -> Response:
     # The stream outlives the request (and its teardown), so it owns a session of its own.
     session = current_app.extensions["sessionmaker"]()
     try:
-        chunks = export_chunks(session, listing)
+        chunks = export_chunks(session, listing, first_batch_size=FIRST_BATCH_SIZE)
         # Read the first batch now, so a bad cursor or a dead database is an error status,
         # not a broken download.
         first = next(chunks, None)
