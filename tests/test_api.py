@@ -214,6 +214,18 @@ def test_create_with_exact_timestamp_and_amount(client):
 
 
 @pytest.mark.parametrize(
+    "written",
+    ["2026-03-11t07:39:00.000001-03:00", "2026-03-11T10:39:00.000001z", "2026-03-11t10:39:00.000001z"],
+)
+def test_a_lowercase_t_or_z_is_rfc_3339_too(client, written):
+    """The description's date-time is RFC 3339's, which allows a lowercase t and z (section 5.6):
+    a 201 as for T and Z (a lowercase z was a 422)."""
+    response = client.post("/api/orders", json={"customer": "Ana", "amount": 7, "created_at": written})
+    assert response.status_code == 201, response.json
+    assert response.json["created_at"] == "2026-03-11T10:39:00.000001Z"
+
+
+@pytest.mark.parametrize(
     ("body", "fields"),
     [
         ({}, {"customer", "amount"}),

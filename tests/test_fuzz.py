@@ -525,16 +525,29 @@ VALID_FIELDS: dict[str, st.SearchStrategy[Any]] = {
     # Strings, integers and numbers with a fraction: one grammar for all of them.
     "amount": st.one_of(amounts.map(str), st.integers(0, 9_999_999_999), amounts.map(float)),
     "status": st.sampled_from(STATUSES),
-    "created_at": st.one_of(
-        st.builds(
-            lambda t, minutes: t.astimezone(dt.timezone(dt.timedelta(minutes=minutes))).isoformat(),
-            st.datetimes(  # anything up to now (a client may backdate, never date ahead)
-                min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2026, 1, 1), timezones=st.just(UTC)
-            ),
-            st.integers(-14 * 60, 14 * 60),
+    "created_at": st.builds(
+        lambda t, minutes, sep, utc: rfc3339(
+            t.astimezone(dt.timezone(dt.timedelta(minutes=minutes))), sep, utc
         ),
+        st.datetimes(  # anything up to now (a client may backdate, never date ahead)
+            min_value=dt.datetime(1970, 1, 2), max_value=dt.datetime(2026, 1, 1), timezones=st.just(UTC)
+        ),
+        st.one_of(st.just(0), st.integers(-14 * 60, 14 * 60)),
+        st.sampled_from("Tt"),
+        st.sampled_from(["Z", "z", "+00:00"]),
     ),
 }
+
+
+def rfc3339(when: dt.datetime, sep: str, utc: str) -> str:
+    """`when` as RFC 3339 writes it (the description's date-time): the separator T or t, UTC as
+    Z, z or +00:00."""
+    text = when.isoformat().replace("T", sep)  # the one T of isoformat() is the separator
+    return text.removesuffix("+00:00") + utc if text.endswith("+00:00") else text
+
+
+def read_rfc3339(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.removesuffix("z") + "Z" if text.endswith("z") else text)
 
 
 def draw_spaces(text: str) -> str:
@@ -692,9 +705,7 @@ def test_post_bodies_get_201_413_415_or_422(fuzz_app: Flask) -> None:
             assert Decimal(order["amount"]) == Decimal(str(sent["amount"]))
             assert order["status"] == sent.get("status", "pending")
             if sent.get("created_at"):
-                assert dt.datetime.fromisoformat(order["created_at"]) == dt.datetime.fromisoformat(
-                    sent["created_at"]
-                )
+                assert dt.datetime.fromisoformat(order["created_at"]) == read_rfc3339(sent["created_at"])
         else:
             codes = {413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_order"}
             assert error["code"] == codes[status] and error["message"]

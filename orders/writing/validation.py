@@ -54,8 +54,11 @@ def created_at(value: Any, now: dt.datetime) -> dt.datetime:
     banner, which counts orders above the first row shown, would never count one again."""
     if not isinstance(value, str):
         raise ValueError("must be an ISO 8601 timestamp with a timezone, or left out (now)")
+    # RFC 3339, the description's date-time, allows a lowercase t and z; fromisoformat takes the
+    # t and refused the z (a valid timestamp answered 422).
+    text = value[:-1] + "Z" if value.endswith("z") else value
     try:
-        parsed = dt.datetime.fromisoformat(value)
+        parsed = dt.datetime.fromisoformat(text)
     except ValueError:
         raise ValueError("must be an ISO 8601 timestamp with a timezone") from None
     if parsed.tzinfo is None:
