@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, insert, select, text
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 
@@ -205,6 +205,40 @@ def test_a_head_reads_one_small_batch_and_a_get_the_rest(
         assert whole.count(b"\n") == ROWS + 1  # and the header
     finally:
         app.extensions["engine"].dispose()
+
+
+# Transactions open on the server now, but the asking connection's own.
+OPEN_TRANSACTIONS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx "
+    "WHERE trx_mysql_thread_id <> CONNECTION_ID()",
+}
+
+
+def test_no_transaction_waits_while_the_caller_holds_the_first_chunk(export_db: str) -> None:
+    """A slow client, or a HEAD, holds the first chunk as long as it likes: the export's own
+    transactions have ended by then (its read's, and the probe's of the next range, under way
+    when the chunk came back). The read's had stayed open until the caller asked for more."""
+    app = make_app(export_db)
+    engine = app.extensions["engine"]
+    try:
+        with app.app_context(), Session(engine) as session:
+            chunks = export_chunks(session, list_request(MultiDict()), first_batch_size=FIRST_BATCH_SIZE)
+            first = next(chunks)
+            assert first.rows == FIRST_BATCH_SIZE
+            if engine.dialect.name == "sqlite":  # read in this thread, on the caller's session
+                assert not session.in_transaction()
+            else:
+                deadline = time.monotonic() + 5
+                with engine.connect() as watcher:
+                    while watcher.scalar(text(OPEN_TRANSACTIONS[engine.dialect.name])):
+                        watcher.rollback()
+                        assert time.monotonic() < deadline, "a transaction stays open behind the chunk"
+                        time.sleep(0.25)  # InnoDB refreshes innodb_trx only if unread for 0.1 s
+            chunks.close()  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
 
 
 # --- One snapshot, or not -----------------------------------------------------------------------

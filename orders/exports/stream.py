@@ -94,9 +94,10 @@ def export_chunks(
             if (first := next(probed, None)) is None:
                 return
             try:
-                yield Chunk(reader.read(own[1], first.statement, first.params), first.rows, first.cursor)
+                data = reader.read(own[1], first.statement, first.params)
             finally:
-                own[1].rollback()
+                own[1].rollback()  # before the yield: no transaction waits on the caller
+            yield Chunk(data, first.rows, first.cursor)
             yield from _read_ahead(probed, reader, own[1:])
             return
         for part in ranges:
