@@ -226,6 +226,25 @@ def test_a_lowercase_t_or_z_is_rfc_3339_too(client, written):
 
 
 @pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        # fromisoformat took these three as timestamps (a user's probe of the API found them)
+        ("2026-12-05T10:00:00\u0000Z", "must be an ISO 8601 timestamp with a timezone"),
+        ("2026-12-05T10:00:00.Z", "must be an ISO 8601 timestamp with a timezone"),
+        ("2026-12-05T10:00:00+02:00:30", "needs a timezone of whole minutes (Z or ±hh:mm)"),
+        # well formed, and not a time that can be stored: the message says which part
+        ("2016-12-31T23:59:60Z", "a leap second (:60) cannot be stored: give :59.999999"),
+        ("2025-02-29T12:00:00Z", "2025-02-29 is not a date"),
+        ("2026-12-05T24:00:00Z", "24:00 is not a time of day: give 00:00 of the next day"),
+    ],
+)
+def test_a_timestamp_is_refused_saying_what_is_wrong(client, written, message):
+    response = client.post("/api/orders", json={"customer": "Ana", "amount": 7, "created_at": written})
+    assert response.status_code == 422, response.json
+    assert response.json["error"]["errors"] == {"created_at": message}
+
+
+@pytest.mark.parametrize(
     ("body", "fields"),
     [
         ({}, {"customer", "amount"}),

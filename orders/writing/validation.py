@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from flask import current_app
@@ -54,15 +55,21 @@ def created_at(value: Any, now: dt.datetime) -> dt.datetime:
     banner, which counts orders above the first row shown, would never count one again."""
     if not isinstance(value, str):
         raise ValueError("must be an ISO 8601 timestamp with a timezone, or left out (now)")
+    # fromisoformat is lenient where a timestamp is not: it dropped a NUL, took "10:00:00.Z" and
+    # a zone with seconds (+02:00:30). Printable ASCII only, digits after a decimal point.
+    if not (value.isascii() and value.isprintable()) or _EMPTY_FRACTION.search(value):
+        raise ValueError("must be an ISO 8601 timestamp with a timezone")
     # RFC 3339, the description's date-time, allows a lowercase t and z; fromisoformat takes the
     # t and refused the z (a valid timestamp answered 422).
     text = value[:-1] + "Z" if value.endswith("z") else value
     try:
         parsed = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError("must be an ISO 8601 timestamp with a timezone") from None
+        raise ValueError(_why_not(text)) from None
     if parsed.tzinfo is None:
         raise ValueError("needs a timezone, e.g. 2026-03-11T10:39:00.123456Z")
+    if parsed.utcoffset() % dt.timedelta(minutes=1):  # type: ignore[operator]
+        raise ValueError("needs a timezone of whole minutes (Z or ±hh:mm)")
     skew = current_app.config["CREATED_AT_MAX_SKEW_SECONDS"]
     future = f"must not be in the future (at most {skew} s ahead of the server's clock)"
     try:
@@ -76,3 +83,24 @@ def created_at(value: Any, now: dt.datetime) -> dt.datetime:
     if utc > now + dt.timedelta(seconds=skew):
         raise ValueError(future)
     return utc
+
+
+_EMPTY_FRACTION = re.compile(r"[.,](?![0-9])")
+_PARTS = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[Tt ]([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?)?")
+
+
+def _why_not(text: str) -> str:
+    """What is wrong with a timestamp fromisoformat refused, where it can be said: a day the
+    month does not have, a leap second, hour 24; else what a timestamp must be."""
+    found = _PARTS.match(text)
+    if found:
+        year, month, day, hour, _minute, second = found.groups()
+        try:
+            dt.date(int(year), int(month), int(day))
+        except ValueError:
+            return f"{year}-{month}-{day} is not a date"
+        if second == "60":
+            return "a leap second (:60) cannot be stored: give :59.999999"
+        if hour == "24":
+            return "24:00 is not a time of day: give 00:00 of the next day"
+    return "must be an ISO 8601 timestamp with a timezone"
