@@ -31,8 +31,8 @@ from pagination import Keyset, Range
 EXPORT_BATCH_SIZE = 20_000  # rows per keyset batch: per-batch costs (a probe, a transaction) under 5%
 # The web export's first batch, read before its response starts (so that a bad start or a dead
 # database is an error status): a HEAD, or a client gone before the body, costs this one small
-# range, not the two full batches the read-ahead had under way (40 HEADs of a 250,000-order
-# export cost PostgreSQL 20 CPU s), and a download's first bytes come sooner.
+# range, not the two full batches the read-ahead had under way (PostgreSQL, 250,000 orders: a
+# HEAD in 85 against 218 ms), and a download's first bytes come as much sooner.
 FIRST_BATCH_SIZE = 1_000
 log = logging.getLogger(__name__)
 
