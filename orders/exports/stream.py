@@ -93,11 +93,7 @@ def export_chunks(
             # The first chunk alone: nothing is read ahead until the caller asks for the second.
             if (first := next(probed, None)) is None:
                 return
-            try:
-                data = reader.read(own[1], first.statement, first.params)
-            finally:
-                own[1].rollback()  # before the yield: no transaction waits on the caller
-            yield Chunk(data, first.rows, first.cursor)
+            yield _chunk(reader, first, own[1])  # its transaction ended: none waits on the caller
             yield from _read_ahead(probed, reader, own[1:])
             return
         for part in ranges:
@@ -132,6 +128,14 @@ def _ranges(
         yield from listing.ranges(session, stmt, start=first.cursor, batch_size=batch_size)
 
 
+def _chunk(reader: _BatchReader, part: Range, session: Session) -> Chunk:
+    """One range read as a chunk, in a short transaction of its own (ended before it returns)."""
+    try:
+        return Chunk(reader.read(session, part.statement, part.params), part.rows, part.cursor)
+    finally:
+        session.rollback()
+
+
 def _read_ahead(ranges: Iterator[Range], reader: _BatchReader, sessions: list[Session]) -> Iterator[Chunk]:
     """The chunks of `ranges` in order, up to len(sessions) of them read at once, each on a
     worker thread and a session of its own (range k on sessions[k % n]), in a short transaction.
@@ -141,19 +145,13 @@ def _read_ahead(ranges: Iterator[Range], reader: _BatchReader, sessions: list[Se
     interruption marker's cursor stays the last batch written. A caller that stops early (a
     client gone) waits for the reads under way, at most one statement each; none starts after."""
 
-    def read(part: Range, session: Session) -> Chunk:
-        try:
-            return Chunk(reader.read(session, part.statement, part.params), part.rows, part.cursor)
-        finally:
-            session.rollback()
-
     pending: deque[Future[Chunk]] = deque()
     pool = ThreadPoolExecutor(max_workers=len(sessions), thread_name_prefix="export-read")
     try:
         for k, part in enumerate(ranges):
             if len(pending) == len(sessions):
                 yield pending.popleft().result()
-            pending.append(pool.submit(read, part, sessions[k % len(sessions)]))
+            pending.append(pool.submit(_chunk, reader, part, sessions[k % len(sessions)]))
         while pending:
             yield pending.popleft().result()
     finally:
