@@ -22,8 +22,9 @@
 //       of the list area and keeps it there while rows load around it; the address names it
 //       (a new history entry unless push is false). Rejects with an Error (.status, .message
 //       from the server's page) when the server refuses the URL; the list is then unchanged.
-//   land(id)            puts row `id` at the top of the list area and keeps it there while rows
-//                       load, until the reader scrolls
+//   land(id, top = 0)   puts row `id` at the top of the list area (`top` px from it, 0 or less:
+//                       partly under it) and keeps it there while rows load, until the reader
+//                       scrolls
 //   busy()              true while a load of rows is in flight
 //   firstVisibleRow()   the <tr> of the first row in view
 //   refresh()           re-reads the list area's top inset after sticky controls changed height
@@ -131,6 +132,7 @@ function rememberPlace() {
   if (!url) return;
   var changed = url !== location.pathname + location.search + location.hash;
   if (changed) setAddress(url, false);
+  keepRowTop(place.top);
   if (changed || place.row !== shownRow) {
     shownRow = place.row;
     document.dispatchEvent(new CustomEvent("orders:place", { detail: { row: place.row, url: url } }));
@@ -166,15 +168,43 @@ window.addEventListener("resize", function () {
 // top. Near the end of what is loaded the document may be too short to bring it up yet, so it
 // is brought up again as rows arrive below, until the reader takes over.
 var landing = null;
-export function land(id) {
+var landingTop = 0;  // px from the list's top to the landed row's top (<= 0: partly under it)
+export function land(id, top) {
   landing = id == null ? null : String(id);
+  landingTop = top || 0;
   settleLanding();
 }
 function settleLanding() {
   var row = landing && document.getElementById("order-" + landing);
   if (!row) { landing = null; return; }
   row.scrollIntoView({ block: "start" });  // honours the row's scroll-margin-top (the list's top)
-  if (Math.abs(row.getBoundingClientRect().top - inset()) <= 1) landing = null;
+  // Partly under the list's top, as the reader left it: never so far that none of it shows.
+  var top = Math.max(landingTop, 1 - row.getBoundingClientRect().height);
+  if (top) window.scrollBy(0, -top);
+  if (Math.abs(row.getBoundingClientRect().top - inset() - top) <= 1) landing = null;
+}
+// The first row in view is often partly under the list's top (the sticky headers): how far is
+// kept per address for this tab (sessionStorage; htmx replaces history.state when a link is
+// followed), so that Back and reload put the named row where the reader left it, not a fraction
+// of a row lower (1280x800: 14-25 px, and a focused row at the bottom of the screen then cut off).
+var ROW_TOPS = "orders-row-tops";  // {address: px}, the 20 latest
+function here() { return location.pathname + location.search + location.hash; }
+function keepRowTop(top) {
+  var px = Math.round(Math.min(0, top - inset()));
+  try {
+    var tops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
+    if (tops[here()] === px) return;
+    delete tops[here()];
+    tops[here()] = px;  // the latest last
+    Object.keys(tops).slice(0, -20).forEach(function (url) { delete tops[url]; });
+    sessionStorage.setItem(ROW_TOPS, JSON.stringify(tops));
+  } catch (e) { /* no sessionStorage: the row lands at the list's top, as without it */ }
+}
+function keptRowTop() {
+  try {
+    var px = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}")[here()];
+    return typeof px === "number" && px < 0 ? px : 0;
+  } catch (e) { return 0; }
 }
 function goToNamedRow() {
   var match = /^#order-(\d+)$/.exec(location.hash);
@@ -184,7 +214,8 @@ function goToNamedRow() {
   if (!match) { if (first && document.getElementById("less")) land(first.dataset.id); return; }
   // Deleted since the address was taken: land on the first row of its page (the rows drawn
   // so far are that page), the nearest place still there.
-  land(document.getElementById("order-" + match[1]) || !first ? match[1] : first.dataset.id);
+  if (document.getElementById("order-" + match[1]) || !first) land(match[1], keptRowTop());
+  else land(first.dataset.id);
 }
 ["wheel", "keydown", "touchstart", "pointerdown"].forEach(function (name) {
   window.addEventListener(name, function () { landing = null; scrolledSince = true; }, { passive: true });
