@@ -419,7 +419,7 @@ def measure(rows: int = 8000) -> dict[str, Any]:
             if not shifts:  # the observer missed every page inserted above: a defect here, not a 0
                 raise RuntimeError("no page inserted above was measured (OBSERVE saw none arrive)")
             out["prepends"] = len(shifts)
-            out["prepend_jump_px_max"] = max((abs(s) for s in shifts), default=None)
+            out["prepend_jump_px_max"] = max(abs(s) for s in shifts)
             # Reload at depth 2,000: where does the named row land? (By way of a blank page: the
             # address may still be depth_url, and going to the same address with a fragment only
             # scrolls, it loads nothing.)
@@ -443,7 +443,6 @@ def report(result: dict[str, Any]) -> str:
         return f"{result[a] / result[b]:.2f}x"
 
     longest = result["longest_task_ms"]
-    jump = result["prepend_jump_px_max"]
     lines = [
         f"| browser level (Chromium, SQLite, MAX_ROWS_IN_PAGE={result['max_rows']}) | value |",
         "|---|---|",
@@ -456,7 +455,7 @@ def report(result: dict[str, Any]) -> str:
         f"| JS heap after 500 / 5,000 rows | {result['heap_mb_500']:.1f} / {result['heap_mb_5000']:.1f} MB "
         f"({ratio('heap_mb_5000', 'heap_mb_500')}) |",
         f"| first row in view moved by a page inserted above (max of {result['prepends']}) | "
-        f"{'not measured' if jump is None else f'{jump:.1f} px'} |",
+        f"{result['prepend_jump_px_max']:.1f} px |",
         f"| named row's distance from the top after a reload at depth 2,000 | "
         f"{result['reload_depth_2000_jump_px']:.1f} px |",
     ]

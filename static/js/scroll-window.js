@@ -109,9 +109,10 @@ function notePlaceSoon() {
 // that row as the fragment. replaceState adds no history entry. htmx keys its history snapshot
 // by the path it last pushed (kept in sessionStorage by htmx 2.0.x), so it is moved along, and
 // Back finds the snapshot under the address it returns to.
+function here() { return location.pathname + location.search + location.hash; }
 function setAddress(url, push) {
   if (push) history.pushState({ ordersList: true }, "", url);
-  else if (url !== location.pathname + location.search + location.hash) history.replaceState(history.state, "", url);
+  else if (url !== here()) history.replaceState(history.state, "", url);
   try {
     sessionStorage.setItem("htmx-current-path-for-history", location.pathname + location.search);
   } catch (e) { /* no sessionStorage: htmx keeps no snapshots either */ }
@@ -130,7 +131,7 @@ function rememberPlace() {
   if (!place) return;
   var url = addressOf(place.row, place.top);
   if (!url) return;
-  var changed = url !== location.pathname + location.search + location.hash;
+  var changed = url !== here();
   if (changed) setAddress(url, false);
   keepRowTop(place.top);
   if (changed || place.row !== shownRow) {
@@ -188,15 +189,14 @@ function settleLanding() {
 // followed), so that Back and reload put the named row where the reader left it, not a fraction
 // of a row lower (1280x800: 14-25 px, and a focused row at the bottom of the screen then cut off).
 var ROW_TOPS = "orders-row-tops";  // {address: px}, the 20 latest
-function here() { return location.pathname + location.search + location.hash; }
 function keepRowTop(top) {
-  var px = Math.round(Math.min(0, top - inset()));
+  var px = Math.round(Math.min(0, top - inset())), url = here();
   try {
     var tops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
-    if (tops[here()] === px) return;
-    delete tops[here()];
-    tops[here()] = px;  // the latest last
-    Object.keys(tops).slice(0, -20).forEach(function (url) { delete tops[url]; });
+    if (tops[url] === px) return;
+    delete tops[url];
+    tops[url] = px;  // the latest last
+    Object.keys(tops).slice(0, -20).forEach(function (old) { delete tops[old]; });
     sessionStorage.setItem(ROW_TOPS, JSON.stringify(tops));
   } catch (e) { /* no sessionStorage: the row lands at the list's top, as without it */ }
 }
@@ -740,7 +740,7 @@ export function open(url, options) {
 // (htmx restores its own entries, the boosted navigations, itself.)
 window.addEventListener("popstate", function (evt) {
   if (!opened || (evt.state && evt.state.htmx) || !table()) return;
-  open(location.pathname + location.search + location.hash, { push: false });
+  open(here(), { push: false });
 });
 
 // --- Start --------------------------------------------------------------------------------
