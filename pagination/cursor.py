@@ -4,7 +4,11 @@ nor change.
 A cursor is ``base64url(version byte + nonce + AES-GCM-SIV ciphertext and tag)``. The plaintext is
 a JSON array::
 
-    [sort name, direction, filters fingerprint, [tag, text, tag, text, ...], {meta}]
+    [sort name, direction, filters fingerprint, [tag, text, tag, text, ...], {meta}, terms]
+
+`terms` is the sort's fingerprint (its terms, directions and NULL placements, `Keyset.terms`):
+a cursor opens only the sort it was made for, not another of the same name. A cursor sealed
+before it was added (five elements) decodes with ``terms=""`` and is a CursorMismatch.
 
 The direction is "a"/"b" (after/before), upper case when inclusive; the flat key list and the
 one-letter codes keep the app's longest cursor (64 four-byte characters) under 512 characters.
@@ -57,6 +61,7 @@ _SIGNED_CURSOR = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+")
 _NONCE_BYTES = 12  # AES-GCM-SIV's nonce
 _TAG_BYTES = 16
 _HEADER = bytes([CURSOR_VERSION])
+_NOT_FINITE = frozenset({"NaN", "Infinity", "-Infinity"})
 _MALFORMED = "cursor is malformed: use it exactly as the server sent it"
 _OLDER = "cursor is from an older version: start again from the first page"
 _NEWER = "cursor is of an unknown version (altered, or from a newer server): start again from the first page"
@@ -75,6 +80,10 @@ class Position:
     inclusive: bool = False
     # What the caller stamped on the page (e.g. the WAL position it was read at); opaque here.
     meta: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # The fingerprint of the sort's terms it was made for (Keyset.terms); None: a position the
+    # server's own code built without one (checked by the sort's name alone); "": a cursor
+    # sealed before cursors carried it (refused).
+    terms: str | None = None
 
 
 def filters_fingerprint(filters: Mapping[str, Any] | None) -> str:
@@ -137,7 +146,8 @@ def _decode_value(tag: str, text: str) -> Any:
         return int(text)
     if tag == "d":
         value = Decimal(text)
-        if not value.is_finite():
+        # PostgreSQL's NUMERIC holds NaN and +-Infinity (str() writes them so); no sNaN, no -NaN.
+        if not value.is_finite() and text not in _NOT_FINITE:
             raise ValueError(text)
         return value
     if tag == "s":
@@ -237,6 +247,7 @@ class CursorCodec:
             position.filters,
             [part for v in position.keys for part in self._encode_value(v)],
             _meta(position.meta),
+            position.terms,
         ]
         plain = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         nonce = self._key.nonce(plain)
@@ -274,8 +285,12 @@ class CursorCodec:
         nonce, sealed = raw[1 : 1 + _NONCE_BYTES], raw[1 + _NONCE_BYTES :]
         plain = self._open(nonce, sealed)
         try:
-            sort, direction, filters, keys, meta = json.loads(plain)
-            if not isinstance(keys, list) or len(keys) % 2:
+            parts = json.loads(plain)
+            if not isinstance(parts, list) or len(parts) not in (5, 6):
+                raise ValueError(parts)
+            sort, direction, filters, keys, meta = parts[:5]
+            terms = parts[5] if len(parts) == 6 else ""
+            if not isinstance(keys, list) or len(keys) % 2 or not (terms is None or isinstance(terms, str)):
                 raise ValueError(keys)
             return Position(
                 sort=str(sort),
@@ -286,6 +301,7 @@ class CursorCodec:
                 ),
                 inclusive=direction.isupper(),
                 meta=_meta(meta),
+                terms=terms,
             )
         except (KeyError, TypeError, ValueError, InvalidOperation):
             raise InvalidCursor(_MALFORMED) from None

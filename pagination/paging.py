@@ -11,6 +11,7 @@ inserts and deletes elsewhere in the table cannot shift it, and the database rea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Select
@@ -18,9 +19,10 @@ from sqlalchemy.engine.url import URL
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 from .errors import InvalidPosition, KeysetError, PaginationError
+from .planning import plan
 from .results import Batch, Page, Range
 from .sort import Keyset, SeekForm
-from .statement import Read, executor_dialect, plan, reads
+from .statement import Read, reads
 from .values import misfit, to_cursor
 
 _Encoder = Callable[..., str]  # (keys, side, inclusive=False) -> a sealed cursor
@@ -28,12 +30,29 @@ _C = TypeVar("_C", bound=str | Position)
 
 
 def _encoder(codec: CursorCodec, sort: Keyset, fingerprint: str, meta: Mapping[str, str] | None) -> _Encoder:
-    stamp = dict(meta or {})
+    sealed = dict(meta or {})
 
     def make(keys: Sequence[Any], side: str, inclusive: bool = False) -> str:
-        return codec.encode(Position(sort.name, side, fingerprint, tuple(keys), inclusive, stamp))
+        return codec.encode(
+            Position(sort.name, side, fingerprint, tuple(keys), inclusive, sealed, sort.terms)
+        )
 
     return make
+
+
+@dataclass(frozen=True)
+class Window:
+    """A bound on one page's work (``paginate(..., window=Window(lead, size))``): the page reads
+    only the rows of its statement that lie within the next `size` rows of `lead` past its
+    position. `lead` selects from a narrower index range over the same sort (a search's rarest
+    word, say) and holds every row of the statement: so a statement whose rows are sparse in
+    that range (a filter few rows meet) costs at most `size` index entries and one probe per page.
+    A page cut short by the window carries a cursor at the window's end on its far side (next,
+    or previous reading backward), and the page behind it goes on from there; it may hold fewer
+    than `limit` rows, even none."""
+
+    lead: Select[Any]
+    size: int
 
 
 def cursor_side(after: _C | None, before: _C | None) -> tuple[_C | None, str]:
@@ -57,6 +76,7 @@ def paginate(
     filters: Mapping[str, Any] | None = None,
     meta: Mapping[str, str] | None = None,
     seek: SeekForm | None = None,
+    window: Window | None = None,
 ) -> Page:
     """One page of `stmt` in the sort's order: the first page, or the page `after`/`before` a
     cursor. `session` is a Session (binds included) or a Connection.
@@ -69,28 +89,32 @@ def paginate(
     into the cursors so a cursor cannot be replayed against other filters. `meta` (text to
     text, e.g. the WAL position the page was read at) is sealed into every cursor the page
     returns, unchecked here; `codec.decode(cursor).meta` gives it back. `seek` is the form of the
-    seek predicate ("auto" or "bounded", see statement.py; default: the sort's).
+    seek predicate ("auto" or "bounded", see statement.py; default: the sort's). `window` bounds
+    the page's work by a narrower statement's range (see Window).
     Raises InvalidCursor or CursorMismatch (PaginationError) for a cursor the client should not
     send, KeysetError for a statement or sort that cannot be paged (the server's mistake).
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise PaginationError("limit must be a positive integer")
     cursor, direction = cursor_side(after, before)
-    built = _plan(session, stmt, sort, seek)
     fingerprint = filters_fingerprint(filters)
     position, keys = None, None
     if cursor is not None:
         position = cursor if isinstance(cursor, Position) else codec.decode(cursor)
         keys = sort.accept(position, direction=direction, filters=fingerprint)
     backward = direction == BEFORE
+    inclusive = bool(position and position.inclusive)
     make = _encoder(codec, sort, fingerprint, meta)
+    window_end = None
+    if window is not None:
+        stmt, window_end = _within(session, stmt, sort, window, keys, backward, inclusive, seek)
+    built = _plan(session, stmt, sort, seek)
 
     # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
     # cursor page the read starts at the cursor's own row: when it is still there (nearly
     # always) it proves a row on the side the reader came from, within the same index range
     # (limit + 2 entries, one descent). When it was deleted, or the page came back empty,
     # one index probe asks instead: "a cursor was given" does not prove a previous row.
-    inclusive = bool(position and position.inclusive)
     rows, near = built.fetch(
         session,
         stmt,
@@ -100,6 +124,8 @@ def paginate(
         limit=limit + 1,
         start_at_keys=position is not None and not inclusive,
     )
+    if rows and keys is not None and not inclusive:
+        sort.check_advance(keys, rows.keys(0), backward=backward)
     more_beyond = len(rows) > limit
     rows.rows = rows.rows[:limit]
     if backward:
@@ -125,16 +151,53 @@ def paginate(
             near_cursor = make(position.keys, AFTER if backward else BEFORE, inclusive=True)
         else:
             near_cursor = make(rows.keys(-1), AFTER) if backward else page.head_cursor
+    if far_cursor is None and window_end is not None:  # cut by the window: on from its end
+        far_cursor = make(window_end, BEFORE if backward else AFTER)
     page.next_cursor, page.prev_cursor = (near_cursor, far_cursor) if backward else (far_cursor, near_cursor)
     return page
 
 
+def _within(
+    session: Any,
+    stmt: Select[Any],
+    sort: Keyset,
+    window: Window,
+    keys: Sequence[Any] | None,
+    backward: bool,
+    inclusive: bool,
+    seek: SeekForm | None,
+) -> tuple[Select[Any], tuple[Any, ...] | None]:
+    """`stmt` kept to the rows up to the window's end, and that end's key values (None: fewer
+    than `window.size` rows of the lead remain, and `stmt` is read to its end)."""
+    size = window.size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise PaginationError("a window's size must be a positive integer")
+    if sort.nulls_last is not None:
+        raise KeysetError(
+            f"sort {sort.name!r}: a window is one index range, and a first term with "
+            ".nulls_first()/.nulls_last() is two; page it without a window"
+        )
+    lead = _plan(session, window.lead, sort, seek)
+    read = Read(None, None if keys is None else 0, len(keys or ()), inclusive)
+    probe = lead.range_end_probe(window.lead, read, keys, size=size, backward=backward)
+    found = session.execute(probe, lead.bind(keys) if keys is not None else {}).first()
+    if found is None:
+        return stmt, None
+    end = tuple(to_cursor(t.type, v) for t, v in zip(sort.columns, found, strict=True))
+    # The rows up to the end are the rows past it reading the other way, the end included.
+    upto = lead.seek(end, backward=not backward, inclusive=True, to=True)
+    bounded = stmt.having(upto) if sort.aggregated else stmt.where(upto)
+    return bounded.params(lead.bind(end, to=True)), end
+
+
 def _plan(session: Any, stmt: Any, sort: Keyset, seek: SeekForm | None) -> Any:
+    """The statement's plan on the engine it will run on: a Connection's, or the one a Session
+    binds it to (which may be one of several, Session(binds=...))."""
     from sqlalchemy import Connection
 
-    return plan(
-        stmt, sort, executor_dialect(session, stmt), plain_rows=isinstance(session, Connection), seek=seek
-    )
+    plain = isinstance(session, Connection)
+    dialect = session.dialect if plain else session.get_bind(clause=stmt).dialect
+    return plan(stmt, sort, dialect, plain_rows=plain, seek=seek)
 
 
 def iterate(
@@ -163,6 +226,8 @@ def iterate(
         rows, _ = built.fetch(session, stmt, keys, backward=False, inclusive=inclusive, limit=batch_size)
         if not rows:
             return
+        if keys is not None and not inclusive:
+            sort.check_advance(keys, rows.keys(0), backward=False)
         keys, inclusive = rows.keys(-1), False
         yield Batch(items=rows.items(), cursor=make(keys, AFTER) if make is not None else None)
         if len(rows) < batch_size:
@@ -256,6 +321,8 @@ def iterate_ranges(
                 return
             rows = found[-1]
         last = tuple(to_cursor(t.type, v) for t, v in zip(sort.columns, found, strict=False))
+        if keys is not None and not inclusive:
+            sort.check_advance(keys, last, backward=False)
         yield Range(
             statement=range_of(read, keys, last),
             params={**params, **built.bind(last, to=True)},
@@ -283,7 +350,7 @@ def start_at(
     `prev_cursor` when rows lie before it, so the reader scrolls both ways from there. Raises
     InvalidPosition (a PaginationError) naming the value a column could not hold.
     """
-    return _at(sort, values, AFTER, codec=codec, filters=filters, meta=meta)
+    return codec.encode(position_at(sort, values, side=AFTER, filters=filters, meta=meta))
 
 
 def end_at(
@@ -297,19 +364,24 @@ def end_at(
     """A `before` cursor at key values: the page it opens ends with the last row at or before
     `values` in the sort's order. At values past every row's (the largest a term's type holds,
     in its direction), it opens the last page of the list in one read of the index's end."""
-    return _at(sort, values, BEFORE, codec=codec, filters=filters, meta=meta)
+    return codec.encode(position_at(sort, values, side=BEFORE, filters=filters, meta=meta))
 
 
-def _at(
+def position_at(
     sort: Keyset,
     values: Sequence[Any],
-    side: str,
     *,
-    codec: CursorCodec,
-    filters: Mapping[str, Any] | None,
-    meta: Mapping[str, str] | None,
-) -> str:
+    side: str = AFTER,
+    filters: Mapping[str, Any] | None = None,
+    meta: Mapping[str, str] | None = None,
+) -> Position:
+    """The position start_at() (`side` AFTER) or end_at() (BEFORE) seals, unsealed: for a caller
+    that reads the page itself first (``paginate(after=position)`` decodes nothing) and seals it
+    only where a client needs it (``codec.encode(position)``, e.g. for a URL). Raises
+    InvalidPosition naming the value a column could not hold."""
     values = tuple(values)
+    if side not in (AFTER, BEFORE):
+        raise PaginationError(f"side must be AFTER or BEFORE, not {side!r}")
     if not 1 <= len(values) <= len(sort.columns):
         raise InvalidPosition(
             f"sort {sort.name!r} takes 1 to {len(sort.columns)} values, not {len(values)}: {list(values)!r}"
@@ -322,7 +394,9 @@ def _at(
         if why is not None:
             raise InvalidPosition(f"{value!r} cannot be a value of {sort.describe(i)}: {why}")
         keys.append(to_cursor(sort.columns[i].type, value))
-    return _encoder(codec, sort, filters_fingerprint(filters), meta)(keys, side, inclusive=True)
+    return Position(
+        sort.name, side, filters_fingerprint(filters), tuple(keys), True, dict(meta or {}), sort.terms
+    )
 
 
 def keyset_select(

@@ -6,12 +6,19 @@ A sort knows nothing of statements or engines: the SQL a page adds to a statemen
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import functools
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import Column as TableColumn
 from sqlalchemy import Integer, Numeric
+from sqlalchemy.orm import RelationshipProperty
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, ColumnClause, ColumnElement, Label, UnaryExpression
 
@@ -21,6 +28,8 @@ from .lineage import base, flatten, is_aggregate, sources, value_type
 from .values import dialect_problem, from_cursor, loose_number, misfit
 
 _T = TypeVar("_T")
+# Key values whose order in Python is the engines' order (text is not: collations differ).
+_ORDERED = (int, float, Decimal, dt.date, dt.time, dt.timedelta, bytes)
 
 # The form of the seek predicate (see statement.py): "auto" picks per engine, "bounded" is the
 # expanded form with a leading bound on every engine (what postgres_fdw ships to a shard).
@@ -73,6 +82,11 @@ _MODIFIERS = {
 
 def _term(term: Any, sort: str) -> Term:
     found: dict[str, Any] = {"descending": False, "nulls": None}
+    if isinstance(getattr(term, "property", None), RelationshipProperty):
+        raise KeysetError(
+            f"sort {sort!r}: {term} is a relationship, not a column: sort by its foreign key "
+            "column, or join it and sort by the joined table's columns"
+        )
     # .desc().nulls_last() and .nulls_last().desc() nest the other way round: peel both.
     while True:
         if hasattr(term, "__clause_element__"):
@@ -108,7 +122,8 @@ def order_clauses(
     them unless `nullable` says which) is ordered by ``(term IS NULL)`` first, or, with
     `nulls_clause` (an engine that has it), by NULLS FIRST/LAST; other NULLs go where the
     engine puts them. `refs`: where a term is ordered by a reference to its select item (a
-    position, a label; None for the term itself), for an engine that needs it (statement.py)."""
+    position, a label; None for the term itself), for an engine that needs it (planning.py,
+    `by_item`)."""
     clauses: list[ColumnElement[Any]] = []
     for i, t in enumerate(terms):
         if i < first:
@@ -139,7 +154,7 @@ class Keyset:
     Terms are columns or SQL expressions (``func.lower(name)``, ``coalesce(...)``, labels,
     aggregates over a GROUP BY, a ``Bundle`` for its columns), each ``.asc()`` (the default) or
     ``.desc()``, optionally ``.nulls_first()``/``.nulls_last()``. A nullable term without them
-    has its NULLs where the engine's own ORDER BY puts them (statement.py). Whether the terms
+    has its NULLs where the engine's own ORDER BY puts them (planning.py). Whether the terms
     are unique in a statement's rows is checked per statement, when it is paged.
 
     The seek's form is not the sort's: ``paginate(..., seek=...)`` chooses it per call (see
@@ -162,6 +177,40 @@ class Keyset:
     def __repr__(self) -> str:
         terms = ", ".join(f"{t.name} {'desc' if t.descending else 'asc'}" for t in self.columns)
         return f"Keyset({self.name!r}: {terms})"
+
+    @functools.cached_property
+    def terms(self) -> str:
+        """A fingerprint of the terms, their directions and NULL placements, sealed into every
+        cursor: a cursor opens only this sort, not another of the same name (the "default"
+        sort of another resource). Over each term's SQL text (its tables and columns) without a
+        dialect; bound values are in it where they can be rendered."""
+        parts = []
+        for t in self.columns:
+            try:
+                sql = str(t.expr.compile(compile_kwargs={"literal_binds": True}))
+            except Exception:  # a value with no literal form: the term's shape alone
+                sql = str(t.expr)
+            parts.append([sql, t.descending, t.nulls])
+        digest = hashlib.sha256(json.dumps(parts).encode()).digest()[:9]
+        return base64.urlsafe_b64encode(digest).decode()
+
+    def over(self, *order_by: Any) -> Keyset:
+        """This sort read from other columns that hold the same values in the same order (a
+        denormalized copy: a search table's copy of the sorted columns), term for term: the
+        same name and fingerprint, so that each opens the other's cursors. A page may then be
+        read from either (the app reads a search from its words table or from the orders of a
+        few names) and the reader's next page from the other, as the data decides. That the
+        copies hold the same values is the caller's promise; their directions and NULL
+        placements must be this sort's."""
+        copy = Keyset(self.name, *order_by)
+        shape = [(t.descending, t.nulls) for t in copy.columns]
+        if shape != [(t.descending, t.nulls) for t in self.columns]:
+            raise KeysetError(
+                f"sort {self.name!r}: over() takes one term per term of the sort, "
+                "with the same directions and NULL placements"
+            )
+        copy.__dict__["terms"] = self.terms  # the cached_property, filled with this sort's
+        return copy
 
     def cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
         """What `build()` returns, built once per key for this sort (SQL parts, checks)."""
@@ -196,6 +245,12 @@ class Keyset:
                 f"cursor was made for sort {position.sort!r}, not {self.name!r}: "
                 "start again from the first page of this sort"
             )
+        if position.terms is not None and position.terms != self.terms:
+            raise CursorMismatch(
+                f"cursor was made for another sort named {self.name!r}"
+                + (" (by an earlier version)" if position.terms == "" else "")
+                + ": start again from the first page of this sort"
+            )
         if position.direction != direction:
             raise CursorMismatch(
                 f"cursor was made for {position.direction!r}, not {direction!r}: "
@@ -211,8 +266,11 @@ class Keyset:
         keys = tuple(from_cursor(t.type, v) for t, v in zip(self.columns, position.keys, strict=False))
         # None is a key value of a nullable term (a NULL of a row): a row never has it in a NOT
         # NULL term, so a None there matches no row and the seek still reads past its place.
+        # Made by this sort from a row (its fingerprint): the row's own values, which a column
+        # may hold past its declared range (SQLite keeps a NUMERIC as it comes) or as NaN.
+        own = bool(position.terms) and position.terms == self.terms
         if any(
-            v is not None and misfit(t.type, v, computed=t.computed) is not None
+            v is not None and misfit(t.type, v, computed=t.computed, sealed=own) is not None
             for t, v in zip(self.columns, keys, strict=False)
         ):
             raise InvalidCursor(f"cursor does not fit sort {self.name!r}")
@@ -223,6 +281,40 @@ class Keyset:
     def check(self, position: Position, *, direction: str, filters: str) -> None:
         """Refuse a cursor made for another sort, direction or filters (see accept())."""
         self.accept(position, direction=direction, filters=filters)
+
+    def check_advance(self, keys: Sequence[Any], first: Sequence[Any], *, backward: bool) -> None:
+        """Refuse to go on when the row a read began with does not lie strictly past the
+        position `keys` it was read from (in reading order): the seek compared another value
+        than the row holds (a key bound as a type that rounds it), and the next page would
+        begin at the same row again: an endless walk. Python's order decides only where it is
+        the engines' (numbers, times, bytes); text and anything else is left to the database."""
+        reached = 0
+        for t, at, row in zip(self.columns, keys, first, strict=False):
+            reached += 1
+            if at is None or row is None:
+                if at is None and row is None:
+                    continue
+                return  # where NULLs go is the engine's, not Python's
+            try:
+                if row == at:
+                    continue
+                if not isinstance(row, _ORDERED) or not isinstance(at, _ORDERED) or row != row or at != at:
+                    return  # a float NaN is unequal to itself, and unordered: the engine's to say
+                before: bool = cast(Any, row) < at  # a TypeError for unlike types: undecided
+                if before == (t.descending != backward):
+                    return
+            except (TypeError, ArithmeticError):  # a NaN, or values Python cannot compare
+                return
+            break
+        # The term compared inexactly: a computed one (typed by a guess) before a column. No key
+        # values in the message: a cursor is sealed so that logs do not show them.
+        compared = self.columns[:reached]
+        culprit = next((t for t in compared if t.computed), compared[0]).name
+        raise KeysetError(
+            f"sort {self.name!r}: the walk cannot advance (a read after a cursor began at a row "
+            f"not past it). {culprit} is compared as another value than it is read: cast it to "
+            "the type the engine returns for it."
+        )
 
     def describe(self, i: int) -> str:
         return f"{self.columns[i].name} ({self.columns[i].type})"

@@ -1,8 +1,7 @@
 """The SQL of a page: every statement paging sends is built here, from a sort and a statement.
 
-`plan()` analyses a statement's shape once (what it may be refused for, which terms may be NULL
-in it, where each key term sits in its rows) and returns a `Plan`, remembered per shape, that
-builds a read: the seek predicate, the ORDER BY, the key labels appended, LIMIT, and runs it.
+A `Plan` (made by planning.py's `plan()`, once per statement shape) builds a read: the seek
+predicate, the ORDER BY, the key labels appended, LIMIT, and runs it; `Rows` are what it read.
 
 The seek predicate (rows past a position) has two forms, chosen per call (``seek=``):
 - ``"auto"``: a row value ``(a, b) < (:a, :b)`` where the planner reads it as an index range
@@ -13,10 +12,7 @@ The seek predicate (rows past a position) has two forms, chosen per call (``seek
   filters the rows that tie on it. postgres_fdw ships this form to a foreign table (a row value
   it filters locally, reading every shard from its start).
 
-NULLs: a nullable term without an explicit ``.nulls_first()``/``.nulls_last()`` is ordered the
-engine's way (PostgreSQL: NULL above every value, so last ascending and first descending;
-SQLite and MariaDB: below, so first ascending and last descending), so a walk equals the
-unpaged query on the engine it runs on. Its comparison adds the NULLs on their side
+NULLs (on which side, planning.py): a nullable term's comparison adds the NULLs on their side
 (``a > :a OR a IS NULL``), and a NULL key value compares as ``a IS NULL``. A first term with
 explicit placement is read as two index ranges instead (its values, then its NULLs, or the
 other way round); a later one is ordered by NULLS FIRST/LAST (by ``(a IS NULL)`` on MariaDB).
@@ -24,14 +20,11 @@ other way round); a later one is ordered by NULLS FIRST/LAST (by ``(a IS NULL)``
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
-    Connection,
     Select,
     and_,
     bindparam,
@@ -42,28 +35,13 @@ from sqlalchemy import (
     select,
     true,
     tuple_,
+    type_coerce,
 )
-from sqlalchemy.engine import IteratorResult
-from sqlalchemy.engine.result import SimpleResultMetaData
-from sqlalchemy.sql.cache_key import NO_CACHE
-from sqlalchemy.sql.elements import BindParameter, ColumnClause, ColumnElement, Over
-from sqlalchemy.sql.selectable import CTE, CompoundSelect, Exists, FromClause, Join, ScalarSelect
-from sqlalchemy.sql.visitors import anon_map
+from sqlalchemy.sql.elements import ColumnElement
 
-from .errors import KeysetError
-from .lineage import (
-    base,
-    equalities,
-    final_froms,
-    key_columns,
-    leaves,
-    nullable,
-    optional_tables,
-    statement_keys,
-    unlabel,
-)
-from .sort import SEEK_FORMS, Keyset, SeekForm, Term, order_clauses
-from .values import to_cursor
+from .rows import Rows, execute
+from .sort import Keyset, SeekForm, Term, order_clauses
+from .values import BOUND_KINDS, bound_kind, carrier
 
 _T = TypeVar("_T")
 Items = Literal["keyed", "own", "keys"]  # what a read selects (Plan._item_refs)
@@ -71,25 +49,6 @@ Items = Literal["keyed", "own", "keys"]  # what a read selects (Plan._item_refs)
 # Planners that turn a row-value comparison into an index range (PostgreSQL's "Index Cond",
 # SQLite's SEARCH); MariaDB and MySQL scan for it (docs/design.md has the measurements).
 ROW_VALUE_DIALECTS = frozenset({"postgresql", "sqlite"})
-# Where each engine's ORDER BY puts NULLs: True, above every value (last ascending).
-NULLS_HIGH = {
-    "postgresql": True,
-    "oracle": True,
-    "sqlite": False,
-    "mysql": False,
-    "mariadb": False,
-    "mssql": False,
-}
-_MAX_PLANS = 256
-
-
-def refuse(stmt: Any, dialect: Any, problem: str) -> KeysetError:
-    """A KeysetError saying what is wrong and what to write instead, with the SQL."""
-    try:
-        sql = str(stmt.compile(dialect=dialect))
-    except Exception:  # the message must not fail for want of SQL
-        sql = repr(stmt)
-    return KeysetError(f"{problem}\nSQL: {sql}")
 
 
 @dataclass(frozen=True)
@@ -125,47 +84,31 @@ class Plan:
     """How to page statements of one shape with one sort on one engine: checked and worked out
     once (`plan()`), then every read of every page is built from it."""
 
-    def __init__(self, stmt: Select[Any], sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekForm):
+    def __init__(
+        self,
+        sort: Keyset,
+        dialect: Any,
+        *,
+        seek: SeekForm,
+        nullable: tuple[bool, ...],
+        nulls_after: tuple[bool, ...],
+        by_item: tuple[bool, ...],
+        layout: tuple[int, tuple[int, ...], tuple[int, ...]],
+    ):
+        """planning.py's analysis of the statement, per term: may it be NULL in the rows, do its
+        NULLs come after its values reading forward, is it ordered by its select item; and
+        `_layout`'s (the caller's columns in a row, where each key term is in a row, the terms
+        appended)."""
         self.sort, self.dialect, self.seek_form = sort, dialect.name, seek
-        optional = optional_tables(stmt) if _joined(stmt) else set()
-        two_reads = sort.nulls_last is not None
-        # May a term be NULL in this statement's rows? (A first term read as two ranges is
-        # compared within its values only.)
-        # Without GROUP BY an aggregate's one row may aggregate no rows: then it is NULL.
-        empty = not stmt._group_by_clauses
-        self.nullable = tuple(
-            not (i == 0 and two_reads) and nullable(t.expr, optional, empty=empty)
-            for i, t in enumerate(sort.columns)
+        self.nullable, self.nulls_after, self.by_item = nullable, nulls_after, by_item
+        self.n_items, self.key_index, self.missing = layout
+        # A key a driver would carry inexactly is read and bound as the engine holds it
+        # (values.carrier: SQLite's NUMERIC, PostgreSQL's interval); planning.py appends it.
+        self.carriers = tuple(carrier(t.type, dialect) for t in sort.columns)
+        self.labels = tuple(
+            (t.expr if c is None else type_coerce(t.expr, c)).label(f"_keyset_{i}")
+            for i, (t, c) in enumerate(zip(sort.columns, self.carriers, strict=True))
         )
-        high = NULLS_HIGH.get(self.dialect)
-        for t, may in zip(sort.columns, self.nullable, strict=True):
-            if may and t.nulls is None and high is None:
-                raise refuse(
-                    stmt,
-                    dialect,
-                    f"sort {sort.name!r}: {t.name} may be NULL, and where {self.dialect} puts NULLs "
-                    "is not known here: place them with .nulls_first() or .nulls_last()",
-                )
-        # Reading forward, do a term's NULLs come after its values?
-        self.nulls_after = tuple(
-            (t.nulls == "last") if t.nulls is not None else (bool(high) != t.descending) for t in sort.columns
-        )
-        self.n_items, self.key_index, self.missing = _layout(stmt, sort, plain_rows)
-        self.params = tuple(
-            bindparam(f"_keyset_key_{i}", type_=t.bind_type) for i, t in enumerate(sort.columns)
-        )
-        self.to_params = tuple(
-            bindparam(f"_keyset_to_{i}", type_=t.bind_type) for i, t in enumerate(sort.columns)
-        )
-        self.labels = tuple(t.expr.label(f"_keyset_{i}") for i, t in enumerate(sort.columns))
-        # MariaDB (10.11) drops rows from a SELECT DISTINCT over a derived table, a view or a CTE
-        # ordered by a column and then an expression it selects: (0, 'a') and (0, 'id') ordered
-        # by `count, length(info)` came back as one row, whatever the LIMIT. Ordered by the
-        # select item's position or label they do not, so there every term that is not a
-        # column is ordered by its item (`_item_refs`; a DISTINCT selects every term it orders
-        # by). tests/test_library_statements.py has the cases.
-        distinct = self.dialect in ("mysql", "mariadb") and bool(stmt._distinct)
-        self.by_item = tuple(distinct and not isinstance(t.expr, ColumnClause) for t in sort.columns)
         self._built: dict[tuple[Any, ...], Any] = {}
 
     def _cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
@@ -178,8 +121,29 @@ class Plan:
 
     def bind(self, keys: Sequence[Any], *, to: bool = False) -> dict[str, Any]:
         """Execution parameters putting key values (all, or a prefix) into the seek."""
-        params = self.to_params if to else self.params
-        return {p.key: v for p, v in zip(params, keys, strict=False) if v is not None}
+        which = "to" if to else "key"
+        return {f"_keyset_{which}_{i}": v for i, v in enumerate(keys) if v is not None}
+
+    def kinds(self, keys: Sequence[Any]) -> tuple[str | None, ...]:
+        """Per term, the kind of number a key value is bound as when the engine returned another
+        than the term's type says (values.bound_kind); part of every cached seek's key."""
+        return tuple(bound_kind(t.type, v) for t, v in zip(self.sort.columns, keys, strict=False))
+
+    def _params(self, kinds: tuple[str | None, ...], to: bool) -> tuple[Any, ...]:
+        """The seek's parameters, each typed as its key value is (see kinds())."""
+        which = "to" if to else "key"
+
+        def build() -> tuple[Any, ...]:
+            padded = kinds + (None,) * (len(self.sort.columns) - len(kinds))
+            return tuple(
+                bindparam(
+                    f"_keyset_{which}_{i}",
+                    type_=c if c is not None else t.bind_type if kind is None else BOUND_KINDS[kind],
+                )
+                for i, (t, kind, c) in enumerate(zip(self.sort.columns, padded, self.carriers, strict=True))
+            )
+
+        return self._cached(("params", kinds, to), build)
 
     # --- ORDER BY -----------------------------------------------------------------------------
 
@@ -250,11 +214,10 @@ class Plan:
         parameter names of `bind(..., to=True)`: the rows up to a second position."""
         depth = depth or len(self.sort.columns)
         nulls = tuple(v is None for v in keys[:depth])
+        kinds = self.kinds(keys[:depth])
         return self._cached(
-            ("seek", backward, inclusive, depth, first, nulls, to),
-            lambda: self._seek(
-                backward, inclusive, depth, first, nulls, self.to_params if to else self.params
-            ),
+            ("seek", backward, inclusive, depth, first, nulls, kinds, to),
+            lambda: self._seek(backward, inclusive, depth, first, nulls, self._params(kinds, to)),
         )
 
     def _seek(
@@ -303,10 +266,14 @@ class Plan:
         """True for the row at `keys`, by the database's own equality (a case-insensitive
         collation or PAD SPACE agrees with the seek predicate, not with Python's ==)."""
         nulls = tuple(v is None for v in keys)
+        kinds = self.kinds(keys)
         return self._cached(
-            ("at", nulls),
+            ("at", nulls, kinds),
             lambda: and_(
-                *(self._equal(i, n, p) for i, (n, p) in enumerate(zip(nulls, self.params, strict=False)))
+                *(
+                    self._equal(i, n, p)
+                    for i, (n, p) in enumerate(zip(nulls, self._params(kinds, False), strict=False))
+                )
             ),
         )
 
@@ -374,20 +341,25 @@ class Plan:
         ordered = window.order_by(None).order_by(*self.order_by(items="keys"))
         rows = ordered.limit(size).subquery("_keyset_window")
         columns = list(rows.c)  # by position: the labels are the key terms in order
-        last_first = self.order_by(columns, backward=True)
+        # A carried key is ordered as its type again (an interval, not its text).
+        as_keys = [
+            c if k is None or not hasattr(k, "ordered") else k.ordered(c)
+            for c, k in zip(columns, self.carriers, strict=True)
+        ]
+        last_first = self.order_by(as_keys, backward=True)
         return select(*columns, func.count().over().label("_keyset_rows")).order_by(*last_first).limit(1)
 
     def range_end_probe(
-        self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, *, size: int
+        self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, *, size: int, backward: bool = False
     ) -> Select[Any]:
-        """The key values of the `size`-th row past `keys` (none when fewer rows remain), read
-        from the sort's index alone: the end of a full range (iterate_ranges). Its OFFSET skips
-        index entries inside the one range a seek starts, never more than `size` of them, as
-        range_probe's LIMIT reads them; it needs no window, no count and no reversed sort, which
-        cost range_probe ten times more on SQLite (1.7 against 18.9 ms for 20,000 rows)."""
+        """The key values of the `size`-th row past `keys` (none when fewer rows remain) in the
+        reading direction, from the sort's index alone: the end of a full range (iterate_ranges)
+        or of a page's window (paginate's `window`). Its OFFSET skips index entries inside the
+        one range a seek starts, at most `size`: no window function, count or reversed sort."""
         keys_only = stmt.with_only_columns(*self.labels, maintain_column_froms=True)
-        window = self.restrict(keys_only, read, keys, backward=False)
-        return window.order_by(None).order_by(*self.order_by(items="keys")).limit(1).offset(size - 1)
+        window = self.restrict(keys_only, read, keys, backward=backward)
+        ordered = window.order_by(None).order_by(*self.order_by(backward=backward, items="keys"))
+        return ordered.limit(1).offset(size - 1)
 
     def range_statement(
         self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, last: Sequence[Any]
@@ -436,7 +408,8 @@ class Plan:
             if flag_here and rows and rows[0][-1]:
                 found, rows = True, rows[1:]
             kept += rows
-        return Rows(kept, self, metadata), found
+        keyed = tuple((t.type, i) for t, i in zip(self.sort.columns, self.key_index, strict=True))
+        return Rows(kept, self.n_items, keyed, metadata), found
 
     def exists(
         self, executor: Any, stmt: Select[Any], keys: Sequence[Any], *, backward: bool, inclusive: bool
@@ -461,429 +434,3 @@ def _compare(expr: Any, descending: bool, value: Any, or_equal: bool) -> ColumnE
     else:
         compared = expr >= value if or_equal else expr > value
     return compared
-
-
-def execute(executor: Any, stmt: Select[Any], params: dict[str, Any]) -> tuple[list[Any], Any]:
-    result = executor.execute(stmt, params)
-    # A joined eager load of a collection repeats its parent per child row: the ORM asks for
-    # unique() to fold them back (LIMIT already counts parents: the ORM nests it).
-    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
-        result = result.unique()
-    return result.all(), result._metadata
-
-
-class Rows:
-    """The rows a read returned: items for the caller, key values on demand (only for the rows
-    that become cursors, the first and the last, not for every row of an export batch)."""
-
-    def __init__(self, rows: list[Any], plan: Plan, metadata: Any):
-        self.rows, self._plan, self._metadata = rows, plan, metadata
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def items(self) -> list[Any]:
-        if not self.rows:
-            return []
-        n = self._plan.n_items
-        if n == 1:  # one entity or column: the item is that value
-            return [row[0] for row in self.rows]
-        if all(len(row) == n for row in self.rows):
-            return list(self.rows)
-        # Several columns: Rows as the unpaged statement gives them, without what paging
-        # appended (key columns, the cursor-row flag), cut by position.
-        return list(IteratorResult(_first_columns(self._metadata, n), (row[:n] for row in self.rows)).all())
-
-    def keys(self, index: int) -> tuple[Any, ...]:
-        row = self.rows[index]
-        columns = self._plan.sort.columns
-        return tuple(to_cursor(t.type, row[i]) for t, i in zip(columns, self._plan.key_index, strict=True))
-
-
-def _first_columns(metadata: Any, n: int) -> SimpleResultMetaData:
-    """The result metadata of a row's first `n` columns, by position.
-
-    Not ``Result.columns(*range(n))``: that maps each index to the column's *name* and the name
-    back to the first column so named, so where names collide (two aliased entities, which
-    the ORM leaves unnamed; ``a.id`` and ``b.id``) every such column became the first one and
-    the page held the wrong objects. A name shared by several columns keeps its values and
-    its place, and is ambiguous to look up by name, as in the unpaged rows.
-    """
-    frozen = metadata._for_freeze()  # the rows' values are already converted
-    keys = list(frozen._keys[:n])
-    shared = {k for k, count in Counter(keys).items() if count > 1}
-    extra = [() if k in shared else frozen._keymap[k][2] for k in keys]
-    return SimpleResultMetaData(
-        keys, extra=extra, _ambiguous_keys=frozenset(k for k in shared if k is not None) or None
-    )
-
-
-# --- the shape of a statement, analysed once -----------------------------------------------------
-
-
-def _joined(stmt: Select[Any]) -> bool:
-    return bool(stmt._setup_joins) or any(isinstance(f, Join) for f in stmt._from_obj)
-
-
-def _layout(
-    stmt: Select[Any], sort: Keyset, plain_rows: bool
-) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """(the caller's columns in a row, where each key term is in a row, the terms appended)."""
-    # Through a Session, ORM entities (and Bundles) select all their columns but give one value
-    # per row: their columns are not positions in the row, so keys are appended. A Connection
-    # gives every selected column.
-    selected = list(stmt.selected_columns)
-    if plain_rows:
-        n = len(selected)
-    else:
-        descriptions = stmt.column_descriptions
-        n = len(descriptions)
-        if any(isinstance(d.get("type"), type) for d in descriptions):
-            selected = []
-    found = [next((j for j, c in enumerate(selected) if _same(c, t.expr)), None) for t in sort.columns]
-    missing = tuple(i for i, j in enumerate(found) if j is None)
-    appended = {i: n + k for k, i in enumerate(missing)}
-    return n, tuple(j if j is not None else appended[i] for i, j in enumerate(found)), missing
-
-
-def _same(column: Any, expr: Any) -> bool:
-    """Is this selected column the key term? By identity (the ORM's annotated copy of a column is
-    another object standing for the same one) or, for an expression, by structure; a label by
-    what it labels, never by its name (a name may be another column's)."""
-    if column is expr or base(column) is base(expr):
-        return True
-    inner = getattr(column, "element", None) if not isinstance(column, ColumnClause) else None
-    for candidate in (column, inner):
-        if candidate is None:
-            continue
-        if base(candidate) is base(expr):
-            return True
-        structural = not isinstance(expr, ColumnClause) and not isinstance(candidate, ColumnClause)
-        if structural and candidate.compare(expr):
-            return True
-    return False
-
-
-def _unique_problem(stmt: Select[Any], sort: Keyset, *, where: bool) -> str | None:
-    """Why the sort's terms may tie on two rows of this statement (None: they cannot).
-
-    A row of a join is a row of each side: the sort needs a unique key of every FROM, except a
-    side joined by the whole of its unique key (many-to-one, by ON or, `where`, by WHERE).
-    """
-    terms = [key_columns(t.expr) for t in sort.columns]
-    froms = final_froms(stmt)
-    equal = _inner_equalities(froms)
-
-    def among_terms(column: Any) -> bool:
-        column = base(column)
-        return any(
-            t is column
-            or (
-                not isinstance(column, ColumnClause) and not isinstance(t, ColumnClause) and t.compare(column)
-            )
-            or any(t is other for other in equal.get(column, ()))
-            for t in terms
-        )
-
-    if any(all(among_terms(c) for c in k) for k in statement_keys(stmt, where=where, froms=froms)):
-        return None
-    shown = ", ".join(sorted({str(f) for f in froms})) or "its columns"
-    return (
-        f"sort {sort.name!r} is not unique in this statement's rows (from {shown}), so rows "
-        "could tie and be skipped or repeated: end it in a unique key of every table, alias or "
-        "subquery the statement reads (a join to many: the many side's key too); a subquery's "
-        "keys are its table's key it selects, its GROUP BY terms, all the columns of a DISTINCT "
-        "or UNION, or for a UNION ALL a column holding a different constant in each branch "
-        "(literal(1).label('branch')) with each branch's key"
-    )
-
-
-def _inner_equalities(froms: list[Any]) -> dict[Any, set[Any]]:
-    """Columns required equal on every row by an inner join's ON (``post_tags.tag_id = tags.id``
-    of a many-to-many through a relationship): a key column may be stood for by its equal, so
-    ``Tag.id, Post.id`` is the association table's key. Not below an outer join's optional side
-    (unmatched, its columns are NULL there)."""
-    found: dict[Any, set[Any]] = {}
-
-    def visit(node: Any, optional: bool) -> None:
-        if not isinstance(node, Join):
-            return
-        if not (optional or node.isouter or node.full):
-            for a, b in equalities(node.onclause):
-                if isinstance(a, ColumnClause) and isinstance(b, ColumnClause):
-                    found.setdefault(a, set()).add(b)
-                    found.setdefault(b, set()).add(a)
-        visit(node.left, optional or node.full)
-        visit(node.right, optional or node.isouter or node.full)
-
-    for from_ in froms:
-        visit(from_, False)
-    return found
-
-
-def _distinct_problem(stmt: Select[Any], sort: Keyset, missing: tuple[int, ...]) -> str | None:
-    """A SELECT DISTINCT keeps its rows only if the key terms appended to it add none: when each
-    is one of the columns it selects already (inside an entity or a Bundle, whose values are read
-    from columns of their own), or when those columns hold a key of its rows without DISTINCT
-    (which is then a no-op)."""
-    if not (stmt._distinct and missing) or stmt._distinct_on:
-        return None
-    columns = list(stmt.selected_columns)  # an entity's and a Bundle's columns too
-    missing = tuple(i for i in missing if not any(_same(c, sort.columns[i].expr) for c in columns))
-    if not missing:
-        return None
-    plain = stmt._generate()
-    plain._distinct = False
-    selected = [unlabel(c) for c in stmt.selected_columns]
-    for key in statement_keys(plain, where=True):
-        if all(
-            any(s is base(c) or (not isinstance(c, ColumnClause) and s.compare(c)) for s in selected)
-            for c in key
-        ):
-            return None
-    names = ", ".join(sort.columns[i].name for i in missing)
-    return (
-        f"sort {sort.name!r}: SELECT DISTINCT does not select {names}, and selecting it could "
-        "add rows: select the sort's terms too (then they are part of what is distinct), or "
-        "sort by columns the statement selects"
-    )
-
-
-class _Remembered:
-    """The plans (or refusals) of the shapes seen last: at most `size`, the least recently used
-    forgotten first; one lock, so threads serving requests may look up and add at once."""
-
-    def __init__(self, size: int):
-        self._size = size
-        self._entries: OrderedDict[tuple[Any, ...], tuple[Keyset, Plan | str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[Any, ...], sort: Keyset) -> Plan | str | None:
-        with self._lock:
-            found = self._entries.get(key)
-            # The entry holds its sort, so the sort's id in the key is no other sort's meanwhile.
-            if found is None or found[0] is not sort:
-                return None
-            self._entries.move_to_end(key)
-            return found[1]
-
-    def put(self, key: tuple[Any, ...], sort: Keyset, verdict: Plan | str) -> None:
-        with self._lock:
-            self._entries[key] = (sort, verdict)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-PLANS = _Remembered(_MAX_PLANS)
-
-
-def shape(stmt: Select[Any], sort: Keyset) -> tuple[Any, ...] | None:
-    """The shape of `stmt` paged by `sort`: equal for statements that differ only in the values
-    of their WHERE and HAVING (a filter made anew per request); None where SQLAlchemy cannot key
-    the statement (an element without a cache key): it is then analysed per call.
-
-    SQLAlchemy's cache key, taken over the statement and the sort's terms in one pass, so an
-    anonymous alias in both is the same alias. A cache key leaves every bound value out, but
-    the analysis reads some: whether a value is NULL (``coalesce(x, :v)``), which constant a
-    UNION ALL branch selects. Those outside the WHERE and HAVING stay in the shape; the sort
-    itself by identity (a plan holds its terms, and a refusal names it)."""
-    anon = anon_map()
-    bound: list[BindParameter[Any]] = []
-    key = stmt._gen_cache_key(anon, bound)
-    terms = tuple(t.expr._gen_cache_key(anon, bound) for t in sort.columns)
-    filtering: list[BindParameter[Any]] = []
-    filters = stmt._where_criteria + stmt._having_criteria
-    for criterion in filters:
-        criterion._gen_cache_key(anon_map(), filtering)
-    if NO_CACHE in anon:
-        return None
-    skipped = {id(b) for b in filtering}
-    values: tuple[Any, ...] = tuple(
-        None if id(b) in skipped else (b.callable is not None, b.value) for b in bound
-    )
-    try:
-        hash(values)
-    except TypeError:  # an unhashable value (a list) outside the filters: by its text
-        values = (repr(values),)
-    return (id(sort), key, terms, values)
-
-
-def plan(stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekForm | None = None) -> Plan:
-    """The plan of `stmt`'s shape for this sort, engine and seek form: checked (KeysetError with
-    the SQL and what to write instead) and worked out once per shape, not per page."""
-    if not isinstance(stmt, Select):
-        raise refuse(stmt, dialect, _not_a_select(stmt))
-    form = seek or "auto"
-    if form not in SEEK_FORMS:
-        raise KeysetError(f'seek must be "auto" or "bounded", not {form!r}')
-    found = shape(stmt, sort)
-    key = None if found is None else (dialect.name, plain_rows, form, *found)
-    verdict = PLANS.get(key, sort) if key is not None else None
-    if verdict is None:
-        verdict = _verdict(stmt, sort, dialect, plain_rows, form)
-        if key is not None:
-            PLANS.put(key, sort, verdict)
-    if isinstance(verdict, str):
-        raise refuse(stmt, dialect, verdict)
-    return verdict
-
-
-def _not_a_select(stmt: Any) -> str:
-    """Why `stmt` cannot be paged as it is, and the select() to give instead. A UNION (also
-    the recursive part of a CTE) has no WHERE or ORDER BY of its own that a seek could go into:
-    its rows are read through a select() from it."""
-    what = type(stmt).__name__
-    ending = "and sort by its columns, ending in a key unique in its rows"
-    if isinstance(stmt, CTE):
-        kind = "recursive CTE" if stmt.recursive else "CTE"
-        return f"cannot page a {kind} ({stmt.name}) itself: page select({stmt.name}) from it, {ending}"
-    if isinstance(stmt, FromClause):
-        return f"cannot page a {what} itself: page a select() from it, {ending}"
-    if isinstance(stmt, CompoundSelect):
-        recursive = [f.name for f in _surface_froms(stmt) if isinstance(f, CTE) and f.recursive]
-        if recursive:
-            return (
-                f"cannot page a UNION that is the recursive part of a CTE ({recursive[0]}): make "
-                f"it the CTE (.cte(recursive=True) ... .union_all(...)), page select({recursive[0]}) "
-                f"from it, {ending}"
-            )
-        return (
-            "cannot page a UNION, INTERSECT or EXCEPT as the statement: select from it as a "
-            "subquery (u = union(...).subquery(); select(u)) and sort by u.c columns, ending in a "
-            "key unique in its rows"
-        )
-    return f"cannot page a {what}: give a select()"
-
-
-def _surface_froms(stmt: Any) -> list[Any]:
-    """The FROMs the branches of a compound select read directly (inside joins, not inside a
-    CTE's own statement). The recursive part of a recursive CTE reads the CTE while it is being
-    defined: the seed CTE, whose statement is not yet the UNION."""
-    found: list[Any] = []
-
-    def leaves(from_: Any) -> None:
-        if isinstance(from_, Join):
-            leaves(from_.left)
-            leaves(from_.right)
-        elif not (isinstance(from_, CTE) and isinstance(from_.element, CompoundSelect)):
-            found.append(from_)
-
-    for part in stmt.selects:
-        if isinstance(part, CompoundSelect):
-            found += _surface_froms(part)
-        elif isinstance(part, Select):
-            for from_ in part.get_final_froms():
-                leaves(from_)
-    return found
-
-
-def _verdict(stmt: Select[Any], sort: Keyset, dialect: Any, plain_rows: bool, form: SeekForm) -> Plan | str:
-    """The Plan of a statement's shape, or why it cannot be paged (what to write instead)."""
-    if stmt._limit_clause is not None or stmt._offset_clause is not None or stmt._fetch_clause is not None:
-        return (
-            "the statement already has LIMIT/OFFSET: paging sets its own LIMIT, and an OFFSET would "
-            "drop rows on every page; remove .limit()/.offset() (page size is paginate's limit), or "
-            "select from it as a subquery to page a fixed slice"
-        )
-    if stmt._distinct_on:
-        return "DISTINCT ON picks rows by its own ORDER BY: page a subquery of it instead"
-    problem = _eager_problem(stmt) or _term_problem(stmt, sort)
-    if problem is not None:
-        return problem
-    try:
-        sort.check_dialect(dialect)
-        problem = _unique_problem(stmt, sort, where=False)
-        if problem is not None and stmt._where_criteria and len(stmt.get_final_froms()) > 1:
-            # FROMs joined only by the WHERE's equalities (Book.author_id == Author.id).
-            problem = _unique_problem(stmt, sort, where=True)
-        if problem is not None:
-            return problem
-        built = Plan(stmt, sort, dialect, plain_rows=plain_rows, seek=form)
-        return _distinct_problem(stmt, sort, built.missing) or built
-    except KeysetError as err:
-        return str(err).split("\nSQL: ")[0]
-
-
-def _own_parts(expr: Any) -> Iterator[Any]:
-    """The elements of a term, not those inside a subquery of it (which has FROMs of its own)."""
-    yield expr
-    if isinstance(expr, (ScalarSelect, Select, Exists)):
-        return
-    for child in expr.get_children():
-        yield from _own_parts(child)
-
-
-def _term_problem(stmt: Select[Any], sort: Keyset) -> str | None:
-    """A term no seek can compare: a window function (it is computed after WHERE and HAVING,
-    where the seek goes), or a column of a FROM the statement does not read (SQL would add it
-    as a cross join, or fail naming the table)."""
-    froms = {base(leaf) for f in stmt.get_final_froms() for leaf in leaves(f)}
-    for t in sort.columns:
-        parts = list(_own_parts(t.expr))
-        if any(isinstance(p, Over) for p in parts):
-            return (
-                f"sort {sort.name!r}: {t.name} is a window function, computed after the WHERE and "
-                "HAVING a seek goes into: select it labelled in a subquery (w = stmt.add_columns("
-                "func.row_number().over(...).label('n')).subquery()) and page select(w) sorted by w.c.n"
-            )
-        outside = sorted(
-            {
-                str(getattr(p.table, "name", None) or p.table)
-                for p in parts
-                if isinstance(p, ColumnClause) and p.table is not None and base(p.table) not in froms
-            }
-        )
-        if outside:
-            return (
-                f"sort {sort.name!r}: {t.name} reads {', '.join(outside)}, which the statement does "
-                "not select from: join it (stmt.join(...)) or sort by the statement's own columns"
-            )
-    return None
-
-
-def _eager_problem(stmt: Select[Any]) -> str | None:
-    """contains_eager() of a collection reads the caller's own join: a page's LIMIT would count
-    joined rows, not parents, and the ORM folds them into parents with partial collections. A
-    SELECT DISTINCT with joinedload() of a collection: the ORM moves the DISTINCT into a subquery
-    of its own, joined to the collection outside it, where no seek can reach (refused before, as
-    a sort reading a table the statement did not select from)."""
-    for option in stmt._with_options:
-        for load in getattr(option, "context", ()):
-            eager = "eager_from_alias" in getattr(load, "local_opts", {})
-            path = getattr(load, "path", ())
-            collection = [str(p) for p in path if getattr(p, "uselist", False)]
-            joined = getattr(load, "strategy", None) == (("lazy", "joined"),)
-            if stmt._distinct and joined and collection:
-                return (
-                    f"SELECT DISTINCT with joinedload() of a collection ({collection[-1]}): the ORM "
-                    "puts the DISTINCT in a subquery of its own, joined to the collection outside "
-                    "it, where a page's seek cannot go; load it with selectinload() (one more query "
-                    "per page), or drop .distinct() (the ORM folds a joined collection's rows back "
-                    "into one parent each)"
-                )
-            if eager and collection:
-                return (
-                    f"contains_eager() of a collection ({collection[-1]}): a page's LIMIT would count "
-                    "joined rows, not parents, and cut collections short; load it with "
-                    "selectinload() (one more query per page) or joinedload() (paged by parent: "
-                    "the ORM limits the parents in a subquery), and drop the join, or page the "
-                    "joined rows as rows (select(Parent, Child), sorted by both keys)"
-                )
-    return None
-
-
-def executor_dialect(executor: Any, stmt: Any) -> Any:
-    """The dialect the statement will run on: a Connection's, or the engine a Session binds the
-    statement to (which may be one of several, Session(binds=...))."""
-    if isinstance(executor, Connection):
-        return executor.dialect
-    return executor.get_bind(clause=stmt).dialect
