@@ -34,8 +34,8 @@ from orders.data.models import STATUSES, Order
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
 from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
-from orders.finding.listing import list_request
 from orders.finding.params import InvalidParameter
+from orders.finding.request import list_request
 from orders.finding.sorts import DEFAULT_SORT, SORTS
 from pagination import PaginationError
 
@@ -227,7 +227,7 @@ def export_command(
     """Stream orders as CSV in keyset batches. A resumed export writes no header, so the
     interrupted file and the resumed one concatenate into the full export. Text cells that a
     spreadsheet would run as a formula are written with a leading ' unless --raw."""
-    # The list the page shows for the same parameters (orders/finding/listing.py): one definition.
+    # The list the page shows for the same parameters (orders/finding/request.py): one definition.
     given = {"sort": sort, "status": status, "after": after, "q": search, "to": to}
     args = MultiDict({name: value for name, value in given.items() if value})
     try:

@@ -166,6 +166,10 @@ _MYSQL_RETRYABLE = {
     2055,  # CR_SERVER_LOST_EXTENDED
     4031,  # ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8)
 }
+# Of those, the ones where the engine chose this transaction as the victim of a conflict with
+# another and rolled all of it back (a deadlock; PostgreSQL's serialization failure): nothing of
+# it was kept, and the same writes sent again at once will very likely pass (write_retry.py).
+_CONFLICTS: dict[str, set[str | int | None]] = {"psycopg": {"40001", "40P01"}, "pymysql": {1213}}
 # SQLite primary result codes: another writer holds the file, or it cannot be opened or read.
 _SQLITE_RETRYABLE = {
     sqlite3.SQLITE_BUSY,
@@ -174,6 +178,28 @@ _SQLITE_RETRYABLE = {
     sqlite3.SQLITE_CANTOPEN,
     sqlite3.SQLITE_PROTOCOL,
 }
+
+
+def _engine_code(orig: BaseException | None) -> tuple[str, str | int | None]:
+    """The driver's family ("psycopg", "pymysql" or "" for another) and the engine's own code:
+    PostgreSQL's SQLSTATE (None when the client library failed before the server said anything),
+    MariaDB's error number (PyMySQL's SQLSTATE is mostly the catch-all HY000)."""
+    driver = type(orig).__module__
+    if driver.startswith("psycopg"):
+        return "psycopg", getattr(orig, "sqlstate", None)
+    if driver.startswith("pymysql"):
+        args = getattr(orig, "args", ())
+        return "pymysql", args[0] if args and isinstance(args[0], int) else None
+    return "", None
+
+
+def conflicted(err: BaseException) -> bool:
+    """True when the engine rolled the whole transaction back as a conflict's victim (a
+    deadlock): the writes are undone and may be sent again at once."""
+    if not isinstance(err, DBAPIError):
+        return False
+    driver, code = _engine_code(err.orig)
+    return code in _CONFLICTS.get(driver, set())
 
 
 def retryable(err: BaseException) -> bool:
@@ -188,20 +214,16 @@ def retryable(err: BaseException) -> bool:
     if err.connection_invalidated:
         return True  # SQLAlchemy recognised a disconnect
     orig = err.orig
-    driver = type(orig).__module__
-    if driver.startswith("psycopg"):
-        sqlstate = getattr(orig, "sqlstate", None)
-        if sqlstate is None:
+    driver, code = _engine_code(orig)
+    if driver == "psycopg":
+        if code is None:
             # No SQLSTATE: the client library failed before the server said anything (refused,
             # unreachable, a connect or read timeout). psycopg raises OperationalError or one of
             # its subclasses (ConnectionTimeout), which SQLAlchemy wraps in its OperationalError:
             # asked by class, never by name.
             return isinstance(err, OperationalError)
-        return sqlstate.startswith("08") or sqlstate in _PG_RETRYABLE
-    if driver.startswith("pymysql"):
-        # PyMySQL's SQLSTATE is mostly the catch-all HY000: the error number says what happened.
-        args = getattr(orig, "args", ())
-        code = args[0] if args and isinstance(args[0], int) else None
+        return str(code).startswith("08") or code in _PG_RETRYABLE
+    if driver == "pymysql":
         return code in _MYSQL_RETRYABLE
     if isinstance(orig, sqlite3.Error):
         return (getattr(orig, "sqlite_errorcode", 0) & 0xFF) in _SQLITE_RETRYABLE

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_PAGE_SIZE = 100  # one home: the JSON API's `limit` has the same ceiling (orders/finding/listing.py)
+MAX_PAGE_SIZE = 100  # one home: the JSON API's `limit` has the same ceiling (orders/finding/request.py)
 DEFAULT_PAGE_SIZE = 20  # PAGE_SIZE's default: rows per page of every list read that gives no limit
 DEVELOPMENT = "development"
 PRODUCTION = "production"
@@ -413,7 +413,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "MAX_ROWS_IN_PAGE",
         Integer(0, 100_000, "; 0 keeps every row"),
-        200,  # 600 laid the table out at twice the cost per page loaded (docs/scroll.md)
+        200,  # ten screens, more than the drop margin needs: each page's layout grows with the rows kept
         "rows the browser keeps in the document while scrolling; farther ones are dropped and reloaded",
     ),
     Setting(
@@ -439,9 +439,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "STREAM_HEARTBEAT_SECONDS",
         Integer(1, 55, " (under the front's 60 s client timeout)"),
-        15,
+        2,
         "a live stream with nothing to say sends a comment this often, so no proxy closes it as "
-        "idle and a client gone is noticed",
+        "idle and a client gone is noticed: behind the front within two of them (haproxy reads "
+        "nothing from a client while its answer streams, so only a failed write tells it the "
+        "client left; 15 s held a gone client's place for 30 s)",
     ),
     Setting(
         "STATEMENT_TIMEOUT_MS",

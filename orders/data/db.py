@@ -132,8 +132,12 @@ def make_engine(
         if read_timeout_ms:
             # Unacknowledged data (a partition mid-statement) drops the connection as well.
             connect_args["tcp_user_timeout"] = int(read_timeout_ms)
-        # UTC sessions: timestamps come back already in UTC, no per-value conversion.
-        options = "-c timezone=UTC"
+        # UTC sessions: timestamps come back already in UTC, no per-value conversion. No JIT: the
+        # app's statements are index ranges of a page's rows, which run in a millisecond, but
+        # a search's correlated counts are costed as if they read whole ranges (850,000 at
+        # 300,000 orders, past jit_above_cost), and compiling them took 350 ms each
+        # (docs/finding.md, "No JIT").
+        options = "-c timezone=UTC -c jit=off"
         if statement_timeout_ms:
             options += f" -c statement_timeout={int(statement_timeout_ms)}"
         connect_args["options"] = options

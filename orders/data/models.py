@@ -1,6 +1,7 @@
 """The Order model and its indexes (one per sort of orders/finding/sorts.py, each ending in id), the
 tables kept with every order (the name words the search reads, the per-status counts the
-estimates read), and the idempotency keys of POST /api/orders (orders/writing/idempotency.py)."""
+estimates read, the per-bucket counts the rail reads), and the idempotency keys of POST
+/api/orders (orders/writing/idempotency.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Engine,
     Identity,
     Index,
+    Insert,
     SmallInteger,
     String,
     Table,
@@ -25,6 +27,7 @@ from sqlalchemy import (
     insert,
     inspect,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, validates
 from sqlalchemy.orm.attributes import get_history
 
@@ -72,6 +75,10 @@ class Order(Base):
         Index("ix_orders_created_at_id", created_at.desc(), id.desc()),
         Index("ix_orders_amount_id", amount.desc(), id.desc()),
         Index("ix_orders_customer_key_id", customer_key, id),
+        # The orders of one name in the time and amount sorts: a search of several words reads the
+        # orders of the names holding them, one range per name (orders/finding/named.py).
+        Index("ix_orders_customer_key_created_at_id", customer_key, created_at.desc(), id.desc()),
+        Index("ix_orders_customer_key_amount_id", customer_key, amount.desc(), id.desc()),
         Index("ix_orders_status_created_at_id", status, created_at.desc(), id.desc()),
         {"sqlite_autoincrement": True},  # never reuse an id (see the first migration)
     )
@@ -115,6 +122,31 @@ class OrderWord(Base):
 
 ORDER_WORDS = cast(Table, OrderWord.__table__)  # declared as FromClause; a mapped class has a Table
 
+
+class CustomerWord(Base):
+    """One prefix of one word of a customer name (`name_words`), once per name key: the names
+    table a search of several words reads first (orders/finding/named.py). Names are far fewer
+    than orders, so "which names hold all these words" is answered here, before any order is
+    read. Written with every order that brings a new name (`_write_words` below, the seed's
+    `index_orders`, migration 0008); never deleted with an order: a name left without orders
+    costs one empty read of its orders, never a wrong row."""
+
+    __tablename__ = "customer_words"
+
+    word: Mapped[str] = mapped_column(NameKey(), primary_key=True)
+    customer_key: Mapped[str] = mapped_column(NameKey(), primary_key=True)
+
+    __table_args__ = (
+        # A name's words by its key: the check of each name of the rarest word for the others
+        # (orders/finding/named.py) is one short range here. Without it MariaDB read each other
+        # word's whole range per name (300 ms for five words at 300,000 orders, 2 ms with it).
+        Index("ix_customer_words_customer_key", customer_key, word),
+        {"sqlite_with_rowid": False},
+    )
+
+
+CUSTOMER_WORDS = cast(Table, CustomerWord.__table__)
+
 STRIPES = 16  # rows per status in order_counts: concurrent writers rarely wait on one row
 
 
@@ -128,6 +160,23 @@ class OrderCount(Base):
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
     stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
     n: Mapped[int] = mapped_column(BigInteger)
+
+
+class RailCount(Base):
+    """How many orders fall in each bucket of each rail family (a day, an amount bin, an initial),
+    per status, in STRIPES rows per bucket (as OrderCount): kept by triggers on `orders` in the
+    writing transaction (migration 0008, which says how each bucket is computed), read by
+    orders/finding/rail.py as sum(n) per bucket."""
+
+    __tablename__ = "rail_counts"
+
+    family: Mapped[str] = mapped_column(String(8), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    bucket: Mapped[str] = mapped_column(String(16), primary_key=True)
+    stripe: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    n: Mapped[int] = mapped_column(BigInteger)
+
+    __table_args__ = ({"sqlite_with_rowid": False},)  # the key is the table: a rail reads one range
 
 
 def word_rows(
@@ -155,8 +204,36 @@ def keeps_words(connection: Connection) -> bool:
     return _has_table(connection, OrderWord.__tablename__)
 
 
+def keeps_customer_words(connection: Connection) -> bool:
+    return _has_table(connection, CustomerWord.__tablename__)
+
+
 def keeps_counts(connection: Connection) -> bool:
     return _has_table(connection, OrderCount.__tablename__)
+
+
+def keeps_rail(connection: Connection) -> bool:
+    return _has_table(connection, RailCount.__tablename__)
+
+
+def insert_ignoring_duplicates(connection: Connection, table: Table) -> Insert:
+    """An INSERT that skips rows whose primary key is there already, in each engine's words."""
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect in ("mysql", "mariadb"):
+        return insert(table).prefix_with("IGNORE")
+    return insert(table).prefix_with("OR IGNORE")
+
+
+def write_customer_words(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """The names table's rows of these order_words rows (each (word, customer_key) once)."""
+    pairs = sorted({(row["word"], row["customer_key"]) for row in rows})
+    if pairs and keeps_customer_words(connection):
+        connection.execute(
+            insert_ignoring_duplicates(connection, CUSTOMER_WORDS),
+            [{"word": word, "customer_key": key} for word, key in pairs],
+        )
 
 
 @event.listens_for(Order, "after_insert")
@@ -165,6 +242,7 @@ def _write_words(_mapper: Mapper[Order], connection: Connection, order: Order) -
     rows = word_rows(order.id, order.customer, order.customer_key, order.created_at, order.amount)
     if rows and keeps_words(connection):  # a name of punctuation alone has no words
         connection.execute(insert(ORDER_WORDS), rows)
+        write_customer_words(connection, rows)
 
 
 @event.listens_for(Order, "after_update")

@@ -6,8 +6,8 @@ computing the same columns as `generate_rows` below (the written rule; tests/tes
 compares them). The name words (orders/data/words.py) are joined from the seed's 25 names in the
 same transaction. Into empty tables on PostgreSQL and SQLite, whose DDL is transactional, the
 secondary indexes of both tables are dropped first and built once at the end, from sorted rows
-(measured: sorting each index once costs less than keeping it through 3.4 million scattered
-inserts), and on PostgreSQL the words' primary key as well; on SQLite the pages go through a
+(one sort of each index costs less than keeping it in order through millions of inserts at
+scattered places), and on PostgreSQL the words' primary key as well; on SQLite the pages go through a
 rollback journal instead of the WAL (written once, not twice; `_sqlite_rollback_journal`).
 MariaDB's DDL commits at once, so there the indexes are kept through the inserts.
 Everything is one transaction: a failed or interrupted seed leaves nothing behind.
@@ -20,20 +20,35 @@ import datetime as dt
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from functools import partial
 from typing import Any, cast
 
-from sqlalchemy import Connection, Index, MetaData, Table, inspect, select, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    insert,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.schema import AddConstraint, DropConstraint
 
+from orders.data import people
 from orders.data.db import sqlite_pragmas
-from orders.data.models import ORDER_WORDS, STATUSES, Order, keeps_words
-from orders.data.names import name_key
-from orders.data.words import index_orders, last_order_id
+from orders.data.models import CUSTOMER_MAX_LENGTH, ORDER_WORDS, STATUSES, Order, keeps_words
+from orders.data.names import NameKey, name_key
+from orders.data.words import drop_temporary, index_orders, last_order_id, name_pairs
 
+# The former demo's 25 names, each always with the same surname: for tests that want a fixed few
+# customers (seed_orders(..., customers=CUSTOMERS)); the seed draws a shop's (people.py).
 CUSTOMERS = [
     "Ana Souza", "Bruno Lima", "Carla Mendes", "Diego Alves", "Elisa Rocha", "Felipe Costa",
     "Gabriela Dias", "Henrique Melo", "Isabela Nunes", "João Pereira", "Karina Lopes",
@@ -41,6 +56,12 @@ CUSTOMERS = [
     "Quésia Farias", "Rafael Gomes", "Sofia Cardoso", "Tiago Moreira", "Úrsula Freitas",
     "Vitor Araújo", "Wesley Pinto", "Yara Monteiro", "Zeca Batista",
 ]  # fmt: skip
+# A seed has one customer per ORDERS_PER_CUSTOMER orders, between these bounds; order g is
+# customer (g * CUSTOMER_STEP) % n's (a prime step: each customer's orders spread over the time).
+ORDERS_PER_CUSTOMER = 15
+MIN_CUSTOMERS = 25
+MAX_CUSTOMERS = 20_000
+CUSTOMER_STEP = 7927
 # Weighted like a real shop: most orders are paid or shipped.
 STATUS_CYCLE = ["paid", "shipped", "paid", "pending", "shipped", "paid", "cancelled", "shipped"]
 SLICE = 50_000  # orders per INSERT ... SELECT: progress shows, no one statement runs for long
@@ -59,52 +80,74 @@ def _start(now: dt.datetime | None) -> dt.datetime:
     return now.astimezone(dt.UTC).replace(second=0, microsecond=0)
 
 
+def customer_count(rows: int) -> int:
+    """How many customers a seed of `rows` orders has: one per ORDERS_PER_CUSTOMER orders, at
+    least the 25 of small seeds, at most MAX_CUSTOMERS; never a multiple of CUSTOMER_STEP (so
+    the step visits every customer)."""
+    count = min(MAX_CUSTOMERS, max(MIN_CUSTOMERS, rows // ORDERS_PER_CUSTOMER))
+    return count + 1 if count % CUSTOMER_STEP == 0 else count
+
+
+def seed_customers(rows: int, customers: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The customers of a seed of `rows` orders: `customers` if given (a test's fixed few), or
+    names drawn as a shop's are (orders/data/people.py)."""
+    return tuple(customers) if customers is not None else people.customers(customer_count(rows))
+
+
 def generate_rows(
-    rows: int, *, per_minute: int = 3, now: dt.datetime | None = None
+    rows: int,
+    *,
+    per_minute: int = 3,
+    now: dt.datetime | None = None,
+    customers: Sequence[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rule of the seed, row by row: row g (0-based, ids ascending) is placed
-    (rows-1-g)//per_minute minutes before `now`. The SQL below computes exactly these."""
+    (rows-1-g)//per_minute minutes before `now`, and ordered by customer (g * CUSTOMER_STEP) %
+    n of the seed's n customers. The SQL below computes exactly these."""
     start = _start(now)
+    names = seed_customers(rows, customers)
     for g in range(rows):
         yield {
-            "customer": CUSTOMERS[(g * 7) % len(CUSTOMERS)],
+            "customer": names[(g * CUSTOMER_STEP) % len(names)],
             "amount": Decimal((g * 7919) % 99991 + 100) / 100,
             "status": STATUS_CYCLE[(g * 13) % len(STATUS_CYCLE)],
             "created_at": start - dt.timedelta(minutes=(rows - 1 - g) // per_minute),
         }
 
 
-# One statement per engine generating the orders g = :low .. :high. Names and statuses are
-# picked by position from bound lists; the keys are computed in Python, by the one normalization
-# (orders/data/names.py), never by SQL.
+# One statement per engine generating the orders g = :low .. :high. Each order's customer is
+# the row of the temporary table seed_customers (slot, customer, customer_key) at slot
+# (g * CUSTOMER_STEP) % n, a primary-key lookup; statuses are picked by position from bound
+# lists; the keys are computed in Python, by the one normalization (orders/data/names.py).
 _POSTGRESQL = """
 INSERT INTO orders (customer, customer_key, amount, status, created_at)
-SELECT (CAST(:customers AS text[]))[1 + (g * 7) % :n_customers],
-       (CAST(:customer_keys AS text[]))[1 + (g * 7) % :n_customers],
+SELECT c.customer, c.customer_key,
        ((g * 7919) % 99991 + 100) / 100.0,
        (CAST(:statuses AS text[]))[1 + (g * 13) % :n_statuses],
        CAST(:start AS timestamptz) - make_interval(mins => ((:rows - 1 - g) / :per_minute)::int)
 FROM generate_series(CAST(:low AS bigint), CAST(:high AS bigint)) AS g
+JOIN seed_customers AS c ON c.slot = (g * :step) % :n_customers
 ORDER BY g
 """
 # SQLite stores money as integer cents and timestamps as ISO text (orders/data/types.py).
 _SQLITE = """
 WITH RECURSIVE series(g) AS (SELECT :low UNION ALL SELECT g + 1 FROM series WHERE g < :high)
 INSERT INTO orders (customer, customer_key, amount, status, created_at)
-SELECT {customer}, {customer_key}, (g * 7919) % 99991 + 100, {status},
+SELECT c.customer, c.customer_key, (g * 7919) % 99991 + 100, {status},
        strftime('%Y-%m-%d %H:%M:%S', :start_epoch - 60 * ((:rows - 1 - g) / :per_minute), 'unixepoch')
          || '.000000'
-FROM series
+FROM series JOIN seed_customers AS c ON c.slot = (g * :step) % :n_customers
+ORDER BY g
 """
 # MariaDB's sequence engine (on by default since 10.1): seq_0_to_N is a table of 0..N.
 _MARIADB = """
 INSERT INTO orders (customer, customer_key, amount, status, created_at)
-SELECT ELT(1 + (g * 7) % {n_customers}, {customers}),
-       ELT(1 + (g * 7) % {n_customers}, {customer_keys}),
+SELECT c.customer, c.customer_key,
        ((g * 7919) % 99991 + 100) / 100,
        ELT(1 + (g * 13) % {n_statuses}, {statuses}),
        :start - INTERVAL ((:rows - 1 - g) DIV :per_minute) MINUTE
 FROM (SELECT seq AS g FROM seq_{low}_to_{high}) AS series
+JOIN seed_customers AS c ON c.slot = (g * :step) % :n_customers
 ORDER BY g
 """
 
@@ -121,42 +164,59 @@ def _sqlite_pick(step: int, values: list[str], prefix: str) -> tuple[str, dict[s
     return f"CASE (g * {step}) % {len(values)} {whens} END", params
 
 
+_CUSTOMERS_TABLE = Table(
+    "seed_customers",
+    MetaData(),
+    Column("slot", Integer, primary_key=True, autoincrement=False),
+    Column("customer", String(CUSTOMER_MAX_LENGTH), nullable=False),
+    Column("customer_key", NameKey(), nullable=False),
+    prefixes=["TEMPORARY"],
+)
+
+
+@contextlib.contextmanager
+def _customers_table(connection: Connection, names: Sequence[str]) -> Iterator[None]:
+    """The seed's customers as the temporary table its INSERT ... SELECT joins, for its length."""
+    _CUSTOMERS_TABLE.create(connection)
+    try:
+        rows = [{"slot": i, "customer": name, "customer_key": name_key(name)} for i, name in enumerate(names)]
+        connection.execute(insert(_CUSTOMERS_TABLE), rows)
+        yield
+    finally:
+        drop_temporary(connection, _CUSTOMERS_TABLE)
+
+
 def _insert_orders(
-    connection: Connection, rows: int, per_minute: int, start: dt.datetime, low: int, high: int
+    connection: Connection,
+    rows: int,
+    per_minute: int,
+    start: dt.datetime,
+    low: int,
+    high: int,
+    customers: int,
 ) -> None:
     dialect = connection.dialect.name
-    keys = [name_key(name) for name in CUSTOMERS]
-    params: dict[str, Any] = {"rows": rows, "per_minute": per_minute, "low": low, "high": high}
+    params: dict[str, Any] = {
+        "rows": rows,
+        "per_minute": per_minute,
+        "low": low,
+        "high": high,
+        "step": CUSTOMER_STEP,
+        "n_customers": customers,
+    }
     if dialect == "postgresql":
         statement = _POSTGRESQL
-        params |= {
-            "customers": CUSTOMERS,
-            "customer_keys": keys,
-            "n_customers": len(CUSTOMERS),
-            "statuses": STATUS_CYCLE,
-            "n_statuses": len(STATUS_CYCLE),
-            "start": start,
-        }
+        params |= {"statuses": STATUS_CYCLE, "n_statuses": len(STATUS_CYCLE), "start": start}
     elif dialect == "sqlite":
-        customer, p1 = _sqlite_pick(7, CUSTOMERS, "c")
-        customer_key, p2 = _sqlite_pick(7, keys, "k")
         status, p3 = _sqlite_pick(13, STATUS_CYCLE, "s")
-        statement = _SQLITE.format(customer=customer, customer_key=customer_key, status=status)
-        params |= p1 | p2 | p3 | {"start_epoch": int(start.timestamp())}
+        statement = _SQLITE.format(status=status)
+        params |= p3 | {"start_epoch": int(start.timestamp())}
     else:
-        customers, p1 = _bound_list("c", CUSTOMERS)
-        customer_keys, p2 = _bound_list("k", keys)
         statuses, p3 = _bound_list("s", STATUS_CYCLE)
         statement = _MARIADB.format(
-            n_customers=len(CUSTOMERS),
-            customers=customers,
-            customer_keys=customer_keys,
-            n_statuses=len(STATUS_CYCLE),
-            statuses=statuses,
-            low=int(low),
-            high=int(high),
+            n_statuses=len(STATUS_CYCLE), statuses=statuses, low=int(low), high=int(high)
         )
-        params |= p1 | p2 | p3 | {"start": start.replace(tzinfo=None)}
+        params |= p3 | {"start": start.replace(tzinfo=None)}
     connection.execute(text(statement), params)
 
 
@@ -175,10 +235,12 @@ def seed_orders(
     per_minute: int = 3,
     now: dt.datetime | None = None,
     progress: Progress | None = None,
+    customers: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Insert `rows` orders ending at `now`, `per_minute` sharing each minute, with their name
     words, in one transaction, and commit. Returns the seconds each stage took ("orders",
-    "name words", "indexes", "commit")."""
+    "name words", "indexes", "commit"). `customers`: the names the orders take in turn (a
+    test's fixed few); by default a shop's, drawn by orders/data/people.py."""
     report: Progress = progress or (lambda _stage, _done, _total: None)
     took: dict[str, float] = {}
     if rows <= 0:
@@ -195,28 +257,29 @@ def seed_orders(
         and session.scalar(select(ORDER_WORDS.c.id).limit(1)) is None
     )
     # A first seed into a SQLite file: a rollback journal rather than the WAL (set back after).
-    dbapi = connection.connection.dbapi_connection
+    # The driver's own connection (sqlite3's, psycopg's): the DB-API protocol names none of the
+    # methods used here.
+    dbapi: Any = connection.connection.dbapi_connection
     journal = dialect == "sqlite" and bulk and _sqlite_rollback_journal(dbapi)
     try:
-        if dialect == "sqlite" and not dbapi.in_transaction:  # type: ignore[union-attr]
+        if dialect == "sqlite" and not dbapi.in_transaction:
             # pysqlite opens a transaction only before a statement starting with INSERT, UPDATE,
             # DELETE or REPLACE: the index drops and `WITH ... INSERT` would each commit alone.
             # IMMEDIATE: the write lock now, so no other writer comes between here and COMMIT.
             session.execute(text("BEGIN IMMEDIATE"))
         if dialect == "sqlite" and bulk:
             # The index builds sort with helper threads (sorted runs made in parallel, then
-            # merged), one per core beyond the seed's own: 300,000 orders on 2 cores, 8.1 and 8.4
-            # s without, 7.6 and 7.2 s with one (more were no faster here), for 20% more CPU.
-            dbapi.execute(f"PRAGMA threads = {_sort_threads()}")  # type: ignore[union-attr]
+            # merged): a seed waits on them, so they take the cores the seed's own thread leaves;
+            # a thread beyond the cores only waits for one, and each costs some CPU of its own.
+            dbapi.execute(f"PRAGMA threads = {_sort_threads()}")
         if dialect == "postgresql" and bulk:
-            # The leader and two parallel workers of an index build get 85 MB each (a worker
-            # needs 32 MB). More is not faster: smaller sorted runs, merged, cost less CPU (300,000
-            # orders, workers off: 64 MB 22.0 to 22.4 s of the server's CPU, 256 MB 25.3 to 28.7 s,
-            # 1 GB 28.8 s); with the workers, 64 MB gets one and 256 MB two.
+            # Enough for the leader and two parallel workers of an index build (a worker needs
+            # 32 MB, so 64 MB would get one), and no more: smaller sorted runs, merged, cost less
+            # CPU than a few large ones, so more memory makes an index build slower, not faster.
             session.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
         # SQLite keeps its default page cache (2 MB), which also sizes the runs its sorter sorts
-        # in memory and merges for each index: 256 MB made one run of each index and cost more
-        # CPU (300,000 orders: 11.2 to 13.2 s against 8.9 to 9.4 s; the CPU caches, likely).
+        # in memory and merges for each index: as for PostgreSQL above, small runs merged cost
+        # less CPU than one run of a whole index (small ones stay in the CPU's caches).
         indexes = _secondary_indexes() if bulk else []
         for index in indexes:
             index.drop(connection)
@@ -225,22 +288,25 @@ def seed_orders(
         key = _drop_words_key(connection) if dialect == "postgresql" and bulk else None
         start = _start(now)
         began = time.perf_counter()
+        names = seed_customers(rows, customers)
         report("orders", 0, rows)
-        for low in range(0, rows, SLICE):
-            high = min(rows, low + SLICE) - 1
-            _insert_orders(connection, rows, per_minute, start, low, high)
-            report("orders", high + 1, rows)
+        with _customers_table(connection, names):
+            for low in range(0, rows, SLICE):
+                high = min(rows, low + SLICE) - 1
+                _insert_orders(connection, rows, per_minute, start, low, high, len(names))
+                report("orders", high + 1, rows)
         took["orders"] = time.perf_counter() - began
         if words:
             began = time.perf_counter()
             last = last_order_id(connection)
             report("name words", 0, rows)
-            keys = [name_key(name) for name in CUSTOMERS]
-            for low in range(first, last + 1, SLICE):
-                high = min(last, low + SLICE - 1)
-                # Into empty tables no order has words yet: no need to look for them.
-                index_orders(connection, low, high, keys=keys, fresh=bulk)
-                report("name words", min(rows, high - first + 1), rows)
+            keys = sorted({name_key(name) for name in names})
+            with name_pairs(connection, keys) as pairs:
+                for low in range(first, last + 1, SLICE):
+                    high = min(last, low + SLICE - 1)
+                    # Into empty tables no order has words yet: no need to look for them.
+                    index_orders(connection, low, high, keys=keys, fresh=bulk, pairs=pairs)
+                    report("name words", min(rows, high - first + 1), rows)
             took["name words"] = time.perf_counter() - began
         if indexes:
             began = time.perf_counter()
@@ -263,7 +329,7 @@ def seed_orders(
             _sqlite_wal(dbapi)
         if dialect == "sqlite" and bulk:
             with contextlib.suppress(sqlite3.Error):  # a connection that is gone needs nothing
-                dbapi.execute("PRAGMA threads = 0")  # type: ignore[union-attr]  # SQLite's default
+                dbapi.execute("PRAGMA threads = 0")  # SQLite's default
     return took
 
 

@@ -21,7 +21,7 @@ instead, one shard at a time, while the list keeps serving (below).
 
 Why the app needs nothing else: reads through the parent are a Merge Append of one Foreign Scan
 per shard, each shard's ORDER BY and seek predicate shipped to it (pages use the bounded seek
-when shards are configured: orders/finding/listing.py ListRequest.seek); INSERT is routed by the hash
+when shards are configured: orders/finding/request.py ListRequest.seek); INSERT is routed by the hash
 of the id the coordinator's sequence gave; DELETE ... WHERE id = :id is pruned to one shard.
 """
 

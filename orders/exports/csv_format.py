@@ -21,7 +21,7 @@ FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "＝", "＋", "－", "＠", 
 # Every character that shows nothing before a trigger: the space separators (Unicode's Zs:
 # U+00A0, U+3000, ...), the format characters (Cf: U+200B, U+FEFF, bidi marks, ...) and the
 # Hangul fillers, as code point ranges (tests/test_security_csv.py checks them against
-# unicodedata: reading the categories at import took 0.75 s); a quote too. What may stand
+# unicodedata, which would read every code point's category at each start); a quote too. What may stand
 # between a cell's start (or a separator) and a trigger without making it safe.
 _BLANK_RANGES = (
     (0x0020, 0x0020),

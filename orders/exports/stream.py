@@ -25,14 +25,15 @@ from orders.exports.csv_format import (
     neutralize,
     neutralize_sql,
 )
-from orders.finding.listing import ListRequest
+from orders.finding import reader
+from orders.finding.request import ListRequest
 from pagination import Keyset, Range
 
 EXPORT_BATCH_SIZE = 20_000  # rows per keyset batch: per-batch costs (a probe, a transaction) under 5%
 # The web export's first batch, read before its response starts (so that a bad start or a dead
 # database is an error status): a HEAD, or a client gone before the body, costs this one small
-# range, not the two full batches the read-ahead had under way (PostgreSQL, 250,000 orders: a
-# HEAD in 85 against 218 ms), and a download's first bytes come as much sooner.
+# range, not the two full batches the read-ahead has under way, and a download's first bytes
+# come as much sooner.
 FIRST_BATCH_SIZE = 1_000
 log = logging.getLogger(__name__)
 
@@ -67,23 +68,23 @@ def export_chunks(
     COPY row per call, PyMySQL parsing each row in Python), which cost more than the engine's
     whole work; one value per batch costs nothing per row."""
     dialect = session.get_bind().dialect.name
-    sort = listing.keyset
+    sort = listing.sort
     stmt = listing.statement(*export_columns(dialect, sort, raw=raw))
-    reader = _BatchReader(sort)
+    batch_reader = _BatchReader(sort)
     # A server engine probes the next range on a session of its own (_one_ahead) and reads two
     # ranges at once on two more (_read_ahead): the server formats a batch (to_char, the formula
-    # guard, the concatenation) on one core, which alone held a PostgreSQL download to 0.31 of
-    # COPY's speed; two cores formatting made it 0.47 (tests/test_export_cli.py shows two reads
-    # under way at once). The caller's session is never touched by those threads: a caller that
-    # closes it while a read is under way would hand that connection to another request. A
+    # guard, the concatenation) on one core per query, so one query at a time bounds a download
+    # by one server core (tests/test_export_cli.py shows two reads under way at once). The
+    # caller's session is never touched by those threads: a caller that closes it while a read
+    # is under way would hand that connection to another request. A
     # snapshot (one_transaction) is one session's, and SQLite works in this process, where a
-    # second thread only contended for the GIL (1.0 against 0.89 s): those probe and read in turn.
+    # second thread would only contend for the GIL: those probe and read in turn.
     ahead = not one_transaction and dialect != "sqlite"
     own = [Session(bind=session.get_bind()) for _ in range(3)] if ahead else []
     probing = own[0] if ahead else session
     # Where the list starts: its cursor, or its go-to's first row (read here, on the caller's
     # session, in its own short transaction unless one_transaction).
-    start = listing.start(session)
+    start = reader.start(listing, session)
     if listing.goto is not None and not one_transaction:
         session.rollback()
     ranges = _ranges(listing, probing, stmt, start, batch_size, first_batch_size or batch_size)
@@ -93,11 +94,11 @@ def export_chunks(
             # The first chunk alone: nothing is read ahead until the caller asks for the second.
             if (first := next(probed, None)) is None:
                 return
-            yield _chunk(reader, first, own[1])  # its transaction ended: none waits on the caller
-            yield from _read_ahead(probed, reader, own[1:])
+            yield _chunk(batch_reader, first, own[1])  # its transaction ended: none waits on the caller
+            yield from _read_ahead(probed, batch_reader, own[1:])
             return
         for part in ranges:
-            data = reader.read(session, part.statement, part.params)
+            data = batch_reader.read(session, part.statement, part.params)
             if not one_transaction:
                 session.rollback()  # the read's short transaction (with the probe's, in turn)
             yield Chunk(data, part.rows, part.cursor)
@@ -114,18 +115,18 @@ def _ranges(
     """The export's ranges from `start`: the first of `first_size` rows, then `batch_size` each
     (resumed behind the first by its cursor, as a resumed export is)."""
     if first_size >= batch_size:
-        yield from listing.ranges(session, stmt, start=start, batch_size=batch_size)
+        yield from reader.ranges(listing, session, stmt, start=start, batch_size=batch_size)
         return
-    opening = listing.ranges(session, stmt, start=start, batch_size=first_size)
+    opening = reader.ranges(listing, session, stmt, start=start, batch_size=first_size)
     try:
         first = next(opening, None)
     finally:
-        opening.close()  # type: ignore[attr-defined]
+        opening.close()  # type: ignore[attr-defined]  # a generator, typed as the Iterator it is
     if first is None:
         return
     yield first
     if first.rows >= first_size:  # a full range: more may follow
-        yield from listing.ranges(session, stmt, start=first.cursor, batch_size=batch_size)
+        yield from reader.ranges(listing, session, stmt, start=first.cursor, batch_size=batch_size)
 
 
 def _chunk(reader: _BatchReader, part: Range, session: Session) -> Chunk:
@@ -195,8 +196,8 @@ def batch_sql(sql: str, dialect: str, sort: Keyset) -> str:
     rows come from C in the same process, and its group_concat() promises no order)."""
     if dialect == "postgresql":
         # As UTF-8 bytes (bytea, read in binary format: _BatchReader): psycopg hands them over
-        # as they are; as text it decoded a batch into a str that was encoded again, twice the
-        # client's work on every byte (5.2 ms against 2.9 ms of CPU per 20,000 rows).
+        # as they are; as text it would decode a batch into a str to be encoded again, the
+        # client's work on every byte done twice.
         return f"SELECT convert_to(array_to_string(ARRAY({sql}), ''), 'UTF8')"
     if dialect in ("mysql", "mariadb"):
         order = ", ".join(

@@ -11,7 +11,7 @@ by primary key, like an unfiltered page, on SQLite, PostgreSQL and MariaDB alike
 (tests/test_find_plans.py). Measured against the alternatives in docs/finding.md.
 
 More words than one: the rarest drives the range (`lead`, chosen per page by
-orders/finding/listing.py), each other is one primary-key probe of order_words per candidate row
+orders/finding/search_window.py), each other is one primary-key probe of order_words per candidate row
 (EXISTS), and a page reads at most SEARCH_WINDOW entries of that range: words that are common but
 seldom together end a page early, with a cursor past what was read (docs/finding.md).
 
@@ -36,7 +36,14 @@ from sqlalchemy import (
 )
 
 from orders.data.models import ORDER_WORDS, Order, OrderWord
-from orders.data.names import WORD_PREFIX, NameKey, key_words, name_key, prefix_upper_bound
+from orders.data.names import (
+    WORD_PREFIX,
+    NameKey,
+    key_is_whole,
+    key_words,
+    name_key,
+    prefix_upper_bound,
+)
 from orders.data.types import BigId, Money, UTCDateTime
 from orders.finding.sorts import SORTS
 from pagination import Keyset
@@ -47,7 +54,7 @@ MAX_ID = 2**63 - 1
 _NUMBER = re.compile(r"#?\s*([0-9]+)")
 
 # order_words as one search reads it: `word = :w` keeps at most one row per order, so `id` alone
-# is unique in the rows of a search statement, and each sort's keyset over these columns (the
+# is unique in the rows of a search statement, and each sort over these columns (the
 # same names as the orders' own) passes the library's uniqueness check. Its own MetaData: the real
 # table (key (id, word)) is OrderWord in orders/data/models.py, which the migrations build.
 WORDS = Table(
@@ -65,7 +72,7 @@ _ON_ORDER = WORDS.c.id == Order.__table__.c.id
 
 
 class SearchError(ValueError):
-    """A search the box cannot run; the message says why (a 400 from listing.py)."""
+    """A search the box cannot run; the message says why (a 400 from request.py)."""
 
 
 def query_words(key: str) -> tuple[str, ...]:
@@ -82,8 +89,11 @@ class Search:
     text: str  # as typed, trimmed: the URL's `q` and what the box shows again
     order_id: int | None = None
     words: tuple[str, ...] = ()  # normalized, longest first (query_words)
-    # The word whose range a page reads (the rarest, orders/finding/listing.py); the first if None.
+    # The word whose range a page reads (the rarest, orders/finding/search_window.py); the first if None.
     lead: str | None = None
+    # The name keys holding every word, when the names table found them few
+    # (orders/finding/named.py): the page reads those names' orders, one index range per name.
+    names: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, raw: str | None) -> Search | None:
@@ -119,9 +129,9 @@ class Search:
         found: dict[str, Any] = {} if self.order_id is None else {"order": self.order_id}
         return found | ({"q": " ".join(self.words)} if self.words else {})
 
-    def keyset(self, sort: str, *, sharded: bool) -> Keyset | None:
-        """The keyset a name search pages by (None: the sort's own)."""
-        return None if not self.words or sharded else _word_keyset(sort)
+    def sort(self, name: str, *, sharded: bool) -> Keyset | None:
+        """The sort a name search pages by (None: the sort choice `name`'s own)."""
+        return None if not self.words or sharded or self.names is not None else _word_sort(name)
 
     def where(self, stmt: Select[Any], *, sharded: bool = False) -> Select[Any]:
         if self.order_id is not None:
@@ -130,10 +140,12 @@ class Search:
             return stmt
         if sharded:
             return name_start(stmt, " ".join(self.words))
+        if self.names is not None:
+            return self._of_names(stmt, self.names)
         lead = self.lead or self.words[0]
         others = [word for word in self.words if word != lead]
         # The join as the statement's FROM, stated once: a reader that selects other columns (the
-        # export's CSV line, the library's probes of the keyset's columns) keeps it as it is; an
+        # export's CSV line, the library's probes of the sort's columns) keeps it as it is; an
         # implicit .join() left SQLAlchemy two FROMs to join from there (a 500 on every export of
         # a search).
         stmt = stmt.select_from(Order.__table__.join(WORDS, _ON_ORDER)).where(WORDS.c.word == lead)
@@ -150,16 +162,33 @@ class Search:
             stmt = stmt.where(held.scalar_subquery() == len(others))
         return stmt
 
+    def _of_names(self, stmt: Select[Any], names: tuple[str, ...]) -> Select[Any]:
+        """The orders of these name keys, in the sort's own order: one range of the index
+        (customer_key, sort columns, id) per name. A cut key (orders/data/names.py) may be
+        shared by names that do not all hold the words: its orders are checked word by word."""
+        stmt = stmt.where(Order.customer_key.in_(names))
+        if all(key_is_whole(key) for key in names):
+            return stmt
+        words = _ALL_WORDS.alias()
+        held = select(func.count()).where(
+            words.c.id == Order.__table__.c.id, or_(*(words.c.word == word for word in self.words))
+        )
+        return stmt.where(held.scalar_subquery() == len(self.words))
+
 
 @cache
-def _word_keyset(sort: str) -> Keyset:
-    """The sort's keyset over WORDS's copies of its columns: the index (word, those..., id) reads
-    them in order under `word = :w`."""
+def _word_sort(name: str) -> Keyset:
+    """The sort choice `name`'s sort over WORDS's copies of its columns: the index (word,
+    those..., id) reads them in order under `word = :w`. The same sort to a cursor
+    (Keyset.over): a search read from the words table one page and from the orders of a few
+    names the next (named.py decides per request, and a write can change its answer) opens the
+    other's cursors."""
+    sort = SORTS[name].sort
     terms = []
-    for term in SORTS[sort].keyset.columns:
+    for term in sort.columns:
         column = WORDS.c[str(term.expr.key)]
         terms.append(column.desc() if term.descending else column.asc())
-    return Keyset(sort, *terms)
+    return sort.over(*terms)
 
 
 def name_start(stmt: Select[Any], key: str) -> Select[Any]:

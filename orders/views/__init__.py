@@ -5,7 +5,7 @@ order_page  one order's page (or the page that says it is gone)
 exports     the CSV download
 api         the JSON API: list, one order, create, delete
 openapi     /openapi.json
-health      /healthz and /healthz/nodes
+health      /healthz (readiness), /healthz/live (liveness) and /healthz/nodes
 stream      /orders/stream: the live stream that tells an open list of new orders
 templating  the filters and globals every template may use
 """

@@ -1,4 +1,4 @@
-"""The JSON API: pages of orders by cursor, one order, create and delete."""
+"""The JSON API: pages of orders by cursor, the rail of a sort, one order, create and delete."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from orders.core.errors import ApiError, too_large
 from orders.data.db import get_session
 from orders.data.models import MAX_ID, Order
 from orders.data.types import iso_utc
-from orders.finding.listing import ListRequest
+from orders.finding import rail, reader
 from orders.finding.order import not_found, order_or_404
+from orders.finding.params import InvalidParameter
+from orders.finding.request import ListRequest
 from orders.web.auth import write_access
 from orders.web.routes import list_read
 from orders.writing import grammar, idempotency
@@ -31,7 +33,7 @@ BODY_READ_ERRORS = (OSError, ValueError, _GunicornParseError)
 @bp.get("/api/orders")
 @list_read
 def list_orders(listing: ListRequest) -> ResponseReturnValue:
-    page = listing.page(get_session())
+    page = reader.page(listing, get_session())
     return jsonify(
         items=[order_json(o) for o in page.items],
         next_cursor=page.next_cursor,
@@ -39,6 +41,19 @@ def list_orders(listing: ListRequest) -> ResponseReturnValue:
         has_more=page.has_more,
         has_previous=page.has_previous,
     )
+
+
+@bp.get("/api/orders/rail")
+@list_read
+def list_rail(listing: ListRequest) -> ResponseReturnValue:
+    """The scrubber rail of a sort and status (orders/finding/rail.py): its buckets, each with its
+    count and a cursor at its first row; 304 when the client's ETag is still the rail's."""
+    if listing.position is not None or listing.goto is not None:
+        raise InvalidParameter("the rail is the whole list's: give sort and status, not after, before or to")
+    built = rail.build(listing, get_session().connection())
+    response = jsonify(built.as_json())
+    response.set_etag(built.etag())
+    return response.make_conditional(request)
 
 
 @bp.get("/api/orders/<int:order_id>")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from flask import Blueprint, Response, current_app, request
 
 from orders.exports.stream import FIRST_BATCH_SIZE, close_after_stream, csv_chunks, export_chunks
-from orders.finding.listing import ListRequest
 from orders.finding.params import InvalidParameter, parse_int
+from orders.finding.request import ListRequest
 from orders.web import htmx, metrics
 from orders.web.routes import streaming_read
 
@@ -42,7 +42,7 @@ def export_csv(listing: ListRequest) -> Response:
         finally:
             close_after_stream(session)
 
-    filename = f"orders-{listing.sort}{'-' + listing.status if listing.status else ''}.csv"
+    filename = f"orders-{listing.sort_name}{'-' + listing.status if listing.status else ''}.csv"
     response = Response(
         stream(),
         mimetype="text/csv",

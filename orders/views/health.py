@@ -1,20 +1,30 @@
-"""Health for load balancers and operators: /healthz checks each dependency, /healthz/nodes shows
-this process's view of the database nodes, /healthz/settings the list's settings a tester reads.
+"""Health for load balancers, orchestrators and operators.
 
-/healthz: each dependency answers within HEALTHZ_TIMEOUT_MS, or the server is unhealthy.
+/healthz/live  liveness: this process serves requests. It touches nothing (no database, no Redis,
+               no cache): an orchestrator that restarts a process failing it restarts only a
+               process that is stuck, never one whose database is away (a restart cures nothing).
+/healthz       readiness: the database answers within HEALTHZ_TIMEOUT_MS (hung or refused: 503
+               `unavailable` naming it). Redis (the rate-limit counters) not answering is
+               "degraded", still 200: reads and writes go on with limits counted per process
+               (orders/web/limits.py), so a balancer must not take every server out of rotation
+               during a Redis outage users never notice.
+/healthz/nodes this process's view of the database nodes; /healthz/settings what a tester reads.
 
-A dependency that hangs (a frozen database or Redis) is as unhealthy as one that refuses, and is
-reported within the same bound: the database through its own engine (orders/data/db.py health_engine,
-one fresh connection per check), Redis by a PING with socket timeouts of that bound. A load
-balancer that checks /healthz takes the server out of rotation and puts it back when both answer.
+Readiness is checked one check at a time per process, and a ready answer is given again for a
+second (READY_FOR_S): a balancer polling every server every second, or a storm of probes, opens at
+most one database connection and one Redis connection per process and second. A failed check is
+given only to the probes that waited for it: the first probe after it checks again, so a database
+back up is seen at once, and a frozen one still costs one connection attempt at a time.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import dataclass, field
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Flask, current_app, jsonify
 from flask.typing import ResponseReturnValue
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,13 +37,63 @@ from orders.web.routes import unlimited
 log = logging.getLogger(__name__)
 bp = Blueprint("health", __name__)
 
+# How long one readiness answer is given again (seconds): a load balancer's check interval is
+# a second at the shortest, and a cached answer costs no connection.
+READY_FOR_S = 1.0
+
+
+@bp.get("/healthz/live")
+@unlimited
+def live() -> ResponseReturnValue:
+    # Answered: the process serves. Nothing else is asked.
+    return jsonify(status="ok")
+
 
 @bp.get("/healthz")
 @unlimited
 def healthz() -> ResponseReturnValue:
-    # Each dependency within HEALTHZ_TIMEOUT_MS, hung or refused: 503 `unavailable` otherwise.
-    check()
+    readiness = _checked(current_app._get_current_object())  # type: ignore[attr-defined]  # Flask's proxy
+    if readiness.database is not None:
+        bound = current_app.config["HEALTHZ_TIMEOUT_MS"]
+        raise ApiError("unavailable", f"not ready: the database is not answering within {bound} ms")
+    if readiness.redis is not None:
+        return jsonify(status="degraded", degraded=["rate_limit_storage"])
     return jsonify(status="ok")
+
+
+@dataclass
+class Readiness:
+    """One check's findings: why each dependency failed (None: it answered), and when."""
+
+    database: str | None = None
+    redis: str | None = None
+    at: float = float("-inf")
+
+
+@dataclass
+class _Cache:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last: Readiness = field(default_factory=Readiness)
+
+
+def _checked(app: Flask) -> Readiness:
+    """The readiness of `app`: the last check's if it ended after this request arrived (it waited
+    for it, bounded by the checks' own timeouts) or found the database ready less than
+    READY_FOR_S ago; else checked now. Checks run one at a time."""
+    cache: _Cache = app.extensions.setdefault("readiness", _Cache())
+    arrived = time.monotonic()
+    with cache.lock:
+        last = cache.last
+        if last.at >= arrived or (last.database is None and arrived - last.at < READY_FOR_S):
+            return last
+        found = Readiness(database=_database(), redis=_redis())
+        found.at = time.monotonic()
+        failed = {name: why for name, why in (("database", found.database), ("redis", found.redis)) if why}
+        if failed:
+            # The driver's words (hosts, ports) go to the log only, as for every other error.
+            log.warning("%s: %s", "not ready" if found.database else "degraded", failed)
+        cache.last = found
+        return found
 
 
 def _database() -> str | None:
@@ -62,25 +122,16 @@ def _redis() -> str | None:
     return None
 
 
-def check() -> None:
-    """Nothing when every dependency answered; else ApiError 503 `unavailable` naming each
-    one that did not (why goes to the log)."""
-    problems = {"database": _database(), "rate_limit_storage": _redis()}
-    failed = {name: why for name, why in problems.items() if why}
-    if failed:
-        # The driver's words (hosts, ports) go to the log only, as for every other error.
-        log.warning("unhealthy: %s", failed)
-        bound = current_app.config["HEALTHZ_TIMEOUT_MS"]
-        raise ApiError(
-            "unavailable",
-            f"unhealthy: {', '.join(failed)} not answering within {bound} ms",
-        )
-
-
 # The settings that shape what a reader's browser sees, read-only: a browser test aimed at a
 # deployment (BASE_URL, tests/live.py) reads them instead of setting them. Nothing secret and
 # nothing about the servers behind: only how the list pages, loads and polls.
-READER_SETTINGS = ("PAGE_SIZE", "AUTO_PAGES", "MAX_ROWS_IN_PAGE", "NEW_ORDERS_POLL_SECONDS")
+READER_SETTINGS = (
+    "PAGE_SIZE",
+    "AUTO_PAGES",
+    "MAX_ROWS_IN_PAGE",
+    "NEW_ORDERS_POLL_SECONDS",
+    "STREAMS_PER_PROCESS",
+)
 
 
 @bp.get("/healthz/settings")

@@ -10,7 +10,7 @@ from orders.core.errors import ERRORS
 from orders.core.settings import DEFAULT_PAGE_SIZE
 from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
 from orders.data.names import WORD_PREFIX
-from orders.finding.listing import MAX_LIMIT
+from orders.finding.request import MAX_LIMIT
 from orders.finding.search import MAX_SEARCH, MAX_WORDS
 from orders.finding.sorts import DEFAULT_SORT, SORTS
 from orders.writing.grammar import AMOUNT, MAX_AMOUNT
@@ -96,6 +96,21 @@ _ORDER_ID = {
 # The default is the PAGE_SIZE setting, filled in per app (openapi()).
 _LIMIT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_PAGE_SIZE}
 
+# Empty is as absent, as an HTML form sends an unchosen select (the list's own form does): random
+# examples found `sort=` answered 200 while the description allowed only the sorts' names.
+_SORT = {
+    "name": "sort",
+    "in": "query",
+    "description": f"Empty or absent: {DEFAULT_SORT}.",
+    "schema": {"enum": ["", *SORTS], "default": DEFAULT_SORT},
+}
+_STATUS = {
+    "name": "status",
+    "in": "query",
+    "description": "Empty or absent: every status.",
+    "schema": {"enum": ["", *STATUSES]},
+}
+
 SPEC: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
@@ -118,21 +133,8 @@ SPEC: dict[str, Any] = {
                         "description": "Orders per page; anything else is a 400, never clamped.",
                         "schema": _LIMIT,
                     },
-                    # Empty is as absent, as an HTML form sends an unchosen select (the list's
-                    # own form does): random examples found `sort=` answered 200 while the
-                    # description allowed only the sorts' names.
-                    {
-                        "name": "sort",
-                        "in": "query",
-                        "description": f"Empty or absent: {DEFAULT_SORT}.",
-                        "schema": {"enum": ["", *SORTS], "default": DEFAULT_SORT},
-                    },
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "description": "Empty or absent: every status.",
-                        "schema": {"enum": ["", *STATUSES]},
-                    },
+                    _SORT,
+                    _STATUS,
                     {
                         "name": "q",
                         "in": "query",
@@ -234,6 +236,50 @@ SPEC: dict[str, Any] = {
                 },
             },
         },
+        "/api/orders/rail": {
+            "get": {
+                "operationId": "getRail",
+                "summary": "The shape of the whole list in a sort: buckets, their counts, a cursor each.",
+                "description": (
+                    "Months, or weeks and days where they are dense (UTC), for newest and oldest; "
+                    "amount bands of similar shares of the whole list for amount; initials for "
+                    "customer (accents folded as the sort folds them; digits and signs before A, other "
+                    "scripts after Z). The buckets come in the sort's order and are the same under "
+                    "every status (chosen from the whole list); the counts are the status's, exact as "
+                    "committed (kept with every write, never counted at read time); a bucket the "
+                    "status has no order in is left out. Each `cursor` is an `after` cursor for "
+                    "GET /api/orders with the same sort and status: its page starts at the bucket's "
+                    "first order. `low` (inclusive) and `high` (exclusive, null: no end) bound the "
+                    "sort's first column in ascending order. A search (`q`) gets no buckets and a "
+                    "`note` saying why. Send the ETag back in If-None-Match: 304 until a count moves."
+                ),
+                "parameters": [
+                    _SORT,
+                    _STATUS,
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "description": "A search: no buckets, and a note (not counted per word).",
+                        "schema": {"type": "string", "maxLength": MAX_SEARCH},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The rail.",
+                        "headers": {
+                            "ETag": {
+                                "description": "Changes when a count, bucket or cursor changes.",
+                                "required": True,
+                                "schema": {"type": "string"},
+                            }
+                        },
+                        "content": {"application/json": {"schema": _ref("Rail")}},
+                    },
+                    "304": {"description": "Unchanged since the ETag given in If-None-Match."},
+                    **_errors(400, 429, 503),
+                },
+            }
+        },
         "/api/orders/{id}": {
             "get": {
                 "operationId": "getOrder",
@@ -256,16 +302,26 @@ SPEC: dict[str, Any] = {
         "/healthz": {
             "get": {
                 "operationId": "health",
-                "summary": "Whether the database answers.",
+                "summary": "Whether this server is ready to serve: the database answers.",
+                "description": "Readiness; a ready answer is given again for a second. The "
+                "rate-limit storage (Redis) not answering is `degraded`, still 200: requests go on "
+                "with limits counted per process. Liveness (the process serves, nothing asked) is "
+                "/healthz/live.",
                 "responses": {
                     "200": {
-                        "description": "The database answers.",
+                        "description": "The database answers; `degraded` names what does not.",
                         "content": {
                             "application/json": {
                                 "schema": {
                                     "type": "object",
                                     "required": ["status"],
-                                    "properties": {"status": {"const": "ok"}},
+                                    "properties": {
+                                        "status": {"enum": ["ok", "degraded"]},
+                                        "degraded": {
+                                            "type": "array",
+                                            "items": {"enum": ["rate_limit_storage"]},
+                                        },
+                                    },
                                     "additionalProperties": False,
                                 }
                             }
@@ -305,6 +361,34 @@ SPEC: dict[str, Any] = {
                     "prev_cursor": {**_CURSOR, "type": ["string", "null"]},
                     "has_more": {"type": "boolean", "description": "next_cursor != null"},
                     "has_previous": {"type": "boolean", "description": "prev_cursor != null"},
+                },
+            },
+            "Rail": {
+                "type": "object",
+                "required": ["sort", "status", "kind", "unit", "total", "buckets", "note"],
+                "additionalProperties": False,
+                "properties": {
+                    "sort": {"enum": list(SORTS)},
+                    "status": {"enum": [*STATUSES, None]},
+                    "kind": {"enum": ["datetime", "amount", "name"], "description": "What low/high hold."},
+                    "unit": {"type": "string", "description": "What a bucket is, in words."},
+                    "total": {"type": "integer", "minimum": 0, "description": "The sum of the counts."},
+                    "buckets": {"type": "array", "items": _ref("RailBucket")},
+                    "note": {"type": ["string", "null"], "description": "Why there are no buckets."},
+                },
+            },
+            "RailBucket": {
+                "type": "object",
+                "required": ["key", "label", "short", "count", "low", "high", "cursor"],
+                "additionalProperties": False,
+                "properties": {
+                    "key": {"type": "string"},
+                    "label": {"type": "string", "description": "March 2026, 500.00 to 549.99, B"},
+                    "short": {"type": "string", "description": "A label for a narrow rail: Mar 2026, 500, B"},
+                    "count": {"type": "integer", "minimum": 1},
+                    "low": {"type": "string"},
+                    "high": {"type": ["string", "null"]},
+                    "cursor": _CURSOR,
                 },
             },
             "NewOrder": {

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask, current_app, url_for
 from markupsafe import Markup
 
+from orders.data.db import get_session
 from orders.data.models import STATUSES
 from orders.data.types import iso_utc
-from orders.finding.jump import GOTO_FIELDS
+from orders.finding import rail
+from orders.finding.estimates import rounded
+from orders.finding.goto import GOTO_FIELDS
+from orders.finding.request import ListRequest
 from orders.finding.sorts import SORTS
 
 
@@ -22,6 +27,8 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(money, "money")
     app.add_template_filter(timestamp, "timestamp")
     app.jinja_env.globals.update(htmx_config=htmx_config)
+    # The list page's rail (templates/_rail.html): read when the page renders, not per fragment.
+    app.jinja_env.globals.update(page_rail=page_rail)
 
 
 # How long past the server's own bound htmx still waits: the server's answer, not htmx's timeout,
@@ -37,23 +44,50 @@ def server_bound_ms(config: Any) -> int:
 
 
 def htmx_config() -> dict[str, Any]:
-    """htmx's settings, the page's <meta name="htmx-config">.
+    """htmx's settings, the page's <meta name="htmx-config"> (htmx 4: static/htmx-4.0.1.min.js).
 
-    - No inline styles or eval: the Content-Security-Policy allows our own files only.
-    - No history snapshot (historyCacheSize 0): Back asks the server for the address, which opens
-      at the row it names (docs/scroll.md has the measurement that decided it).
+    - No injected style: the Content-Security-Policy allows our own files only (app.css styles the
+      loading rows itself). htmx 4 has no eval setting: it compiles code only for hx-on, `js:`
+      values and trigger filters, none of which the templates use (the CSP would refuse them).
+    - Only our own extension (static/js/scroll-window.js registers "scroll-window").
+    - History by a full GET (htmx 4 keeps no snapshot): Back asks the server for the address,
+      which opens at the row it names (docs/scroll.md has the measurement that decided it).
     - A request's timeout outlasts the server's own bound: with the database frozen, an order
       opened from the list waited 15 s for htmx to give up silently while the server would have
       answered its 503 page after 20 (static/js/navigation.js shows that page).
     """
     return {
-        "includeIndicatorStyles": False,
-        "allowEval": False,
-        "allowScriptTags": False,
-        "timeout": server_bound_ms(current_app.config) + HTMX_TIMEOUT_MARGIN_MS,
-        "historyCacheSize": 0,
-        "scrollIntoViewOnBoost": False,
+        "includeIndicatorCSS": False,
+        "extensions": "scroll-window",
+        "defaultTimeout": server_bound_ms(current_app.config) + HTMX_TIMEOUT_MARGIN_MS,
     }
+
+
+@dataclass(frozen=True)
+class PageRail:
+    """The rail as the list page shows it (templates/_rail.html)."""
+
+    rail: rail.Rail
+    links: list[str]  # one per bucket: the list opened at its first row
+    list_url: str  # the list with its sort and status: the script adds a cursor it asked for again
+    api_url: str  # GET /api/orders/rail of this sort and status (the script asks again by ETag)
+
+    @staticmethod
+    def about(n: int) -> str:
+        shown = rounded(n)
+        return f"{'about ' if shown != n else ''}{shown:,}"
+
+
+def page_rail(listing: ListRequest) -> PageRail:
+    """The rail of the list a full page shows (orders/finding/rail.py), read as the page renders
+    (a fragment has none); no buckets for a search."""
+    built = rail.build(listing, get_session().connection())
+    args = listing.query_args()
+    list_url = url_for("list_page.orders", **args)
+    # Cursors are URL-safe base64: the link is the list's URL and `after`, as url_for makes it.
+    joined = f"{list_url}{'&' if args else '?'}after="
+    links = [joined + bucket.cursor for bucket in built.buckets]
+    return PageRail(built, links, list_url, url_for("api.list_rail", **args))
 
 
 def money(amount: Decimal) -> str:
@@ -63,9 +97,9 @@ def money(amount: Decimal) -> str:
 def timestamp(value: dt.datetime) -> Markup:
     """A <time> in UTC; static/js/enhance.js shows it in the reader's own timezone."""
     # Both parts are made from the datetime alone (digits, "-", ":", "T", "Z"), so nothing in them
-    # needs escaping: an f-string is a tenth of the cost of Markup.format, twenty times a page.
-    # The shown part is cut from the ISO text (strftime was a fifth of a row's rendering); below
-    # year 1000 ISO pads the year and strftime does not, so those keep strftime.
+    # needs escaping: an f-string, not Markup.format's escaping of each part, twenty times a page.
+    # The shown part is cut from the ISO text already made rather than formatted again by
+    # strftime; below year 1000 ISO pads the year and strftime does not, so those keep strftime.
     utc = value if value.tzinfo is dt.UTC else value.astimezone(dt.UTC)
     iso = iso_utc(utc)
     shown = f"{iso[:10]} {iso[11:16]}" if utc.year >= 1000 else f"{utc:%Y-%m-%d %H:%M}"

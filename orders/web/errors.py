@@ -33,8 +33,13 @@ _HTTP_CODES = {
 }
 
 
+# Paths no person reads: health for balancers, the spec, and the live stream, whose client is an
+# EventSource (its refusal, one stream too many, is a status and a Retry-After, never a page).
+_JSON_PATHS = ("/healthz", "/healthz/live", "/openapi.json", "/orders/stream")
+
+
 def wants_json() -> bool:
-    return request.path.startswith("/api/") or request.path in ("/healthz", "/openapi.json")
+    return request.path.startswith("/api/") or request.path in _JSON_PATHS
 
 
 def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:

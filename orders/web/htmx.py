@@ -1,9 +1,11 @@
 """What kind of answer an htmx (or plain) request wants: one function, used by views and errors.
 
-htmx sends `HX-Request: true` on everything it asks for, including two requests that must get a
-whole page: a boosted navigation (`HX-Boosted`) and a history restore after its snapshot is gone
-(`HX-History-Restore-Request`, which htmx 2 also marks `HX-Request`). Answering either with a bare
-rows fragment replaces the page body with a few table rows, so the classification lives here once.
+htmx (4) sends `HX-Request: true` on everything it asks for, including requests that must get a
+whole page: a boosted navigation (`HX-Boosted`), one that selects its part from the whole page
+(`HX-Request-Type: full`: the list opened in place by Top, End, go to and the new-orders pill)
+and a history restore (`HX-History-Restore-Request`; htmx 4 sends it alone, htmx 2 with
+`HX-Request`). Answering any of them with a bare rows fragment replaces the page body (or the
+list) with a few table rows, so the classification lives here once.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from flask import Response, request
 
 # Every request header that changes the answer of a page that has a fragment form: a shared cache
 # must keep the full page and the fragment of one URL apart.
-VARY = ("HX-Request", "HX-Boosted", "HX-History-Restore-Request")
+VARY = ("HX-Request", "HX-Boosted", "HX-Request-Type", "HX-History-Restore-Request")
 
 
 class Kind(enum.Enum):
     PAGE = "page"  # a plain browser request (or htmx disabled): the whole page
     FRAGMENT = "fragment"  # htmx asks for a piece to swap in: rows, a banner, an error row
     BOOSTED = "boosted"  # a boosted link or form: htmx swaps the whole body
+    FULL = "full"  # htmx selects its part from the whole page (HX-Request-Type: full)
     HISTORY_RESTORE = "history-restore"  # Back/Forward without a snapshot: the whole page
 
 
@@ -35,6 +38,8 @@ def classify(headers: Mapping[str, str] | None = None) -> Kind:
         return Kind.PAGE
     if headers.get("HX-Boosted") == "true":
         return Kind.BOOSTED
+    if headers.get("HX-Request-Type") == "full":
+        return Kind.FULL
     return Kind.FRAGMENT
 
 

@@ -2,17 +2,17 @@
 
 A view declares itself a list read at its route (@list_read, @streaming_read: orders/web/routes.py);
 install() wraps each such view with `_list_read`, which reads the list request from the URL once
-(orders/finding/listing.py list_request: the cursor decoded there), asks the app's read policy to
+(orders/finding/request.py list_request: the cursor decoded there), asks the app's read policy to
 run the view with it, and hands it to the view as its argument:
 
 - PrimaryReads (one database, or SQLite/MariaDB): a page checks its connection out unpinged and
   runs once more when its first statement found the pooled connection dead (what a ping would
   have caught). The export (a stream) is left as it is.
 - ReplicaReads (DATABASE_REPLICA_URLS on PostgreSQL, orders/data/replicas/): before the view, a
-  node is chosen by the WAL positions of the list request's cursor and of the client, the page's
-  transaction begins there, and the list request is stamped with the position it is read at (its
+  node is chosen by the LSNs of the list request's cursor and of the client, the page's
+  transaction begins there, and the list request is stamped with the LSN it is read at (its
   cursors carry it on); a replica lost during the page runs the view again on another node.
-  After the view, Server-Timing names the node, and a write's position goes back to its client.
+  After the view, Server-Timing names the node, and a write's LSN goes back to its client.
 
 A read is harmless to run twice, so neither policy shows the reader an error it can avoid.
 """
@@ -32,7 +32,7 @@ from sqlalchemy.exc import DBAPIError
 from orders.data.db import get_session, open_read_session, unpinged_checkouts
 from orders.data.replicas.lsn import PAGE_LSN_SQL, PRIMARY_LSN_SQL, parse_lsn
 from orders.data.replicas.router import Route, Router
-from orders.finding.listing import ListRequest, list_request
+from orders.finding.request import ListRequest, list_request
 from orders.web.routes import ReadKind, read_kind
 
 log = logging.getLogger(__name__)
@@ -89,8 +89,8 @@ class PrimaryReads:
 
 
 class ReplicaReads:
-    """Reads on a replica that has the reader's position, else the primary; a replica lost
-    during the page (the position read worked, the page query found the connection gone) runs
+    """Reads on a replica that has the reader's LSN, else the primary; a replica lost
+    during the page (the LSN read worked, the page query found the connection gone) runs
     the view again on another node."""
 
     def __init__(self, router: Router) -> None:
@@ -111,22 +111,22 @@ class ReplicaReads:
 
 
 def _client_lsn() -> int | None:
-    """The position of this client's last write: the cookie, or the header an API client sent back."""
-    positions = [parse_lsn(request.headers.get(HEADER)), parse_lsn(request.cookies.get(COOKIE))]
-    known = [p for p in positions if p is not None]
+    """The LSN of this client's last write: the cookie, or the header an API client sent back."""
+    lsns = [parse_lsn(request.headers.get(HEADER)), parse_lsn(request.cookies.get(COOKIE))]
+    known = [p for p in lsns if p is not None]
     return max(known) if known else None
 
 
 def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> ListRequest:
     """Choose the node for this read, start the page's transaction there, and give back the list
-    request stamped with the WAL position it is read at (its cursors carry it to the next page)."""
+    request stamped with the LSN it is read at (its cursors carry it to the next page)."""
     router: Router = current_app.extensions["router"]
     has_cursor = listing.position is not None
     cursor_lsn = parse_lsn(listing.position.meta.get("lsn")) if listing.position is not None else None
     client_lsn = _client_lsn()
     needs = [p for p in (cursor_lsn, client_lsn) if p is not None]
     need = max(needs) if needs else None
-    # A cursor without a position (made before replicas were configured) is routed like a first
+    # A cursor without an LSN (made before replicas were configured) is routed like a first
     # page: only a replica within REPLICA_MAX_LAG_MS may read it.
     first_page = not has_cursor or cursor_lsn is None
     session = get_session()
@@ -138,8 +138,8 @@ def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> List
         session.info["read_bind"] = node.engine
         g.read_route = route
         try:
-            # The first statement fixes the REPEATABLE READ snapshot, then reads the position:
-            # the position is at least as far as anything the page's queries can see. (An export
+            # The first statement fixes the REPEATABLE READ snapshot, then reads the LSN:
+            # the LSN is at least as far as anything the page's queries can see. (An export
             # streams for long: it keeps READ COMMITTED, and the statement only checks the node.)
             options = {} if streaming else {"isolation_level": "REPEATABLE READ"}
             conn = session.connection(execution_options=options)
@@ -158,13 +158,13 @@ def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> List
             fresh_retry = True
             continue
         if not node.same_run(started_at):
-            # Restarted since it was chosen: the position it was chosen for may be one it has
-            # not replayed again yet. Choose again (it now has to prove its position afresh).
+            # Restarted since it was chosen: the LSN it was chosen for may be one it has
+            # not replayed again yet. Choose again (it now has to prove its LSN afresh).
             session.rollback()
             route = router.choose(need, first_page=first_page, exclude=exclude)
             continue
         if (parsed := parse_lsn(replayed)) is not None:
-            node.seen(parsed)  # a lower bound of what the node has replayed (not the stamp)
+            node.seen(parsed)  # a lower bound of what the node has replayed (not the LSN a page is read at)
         if parse_lsn(lsn) is not None:
             route.lsn = lsn
             if not streaming:
@@ -178,7 +178,7 @@ def _begin_read(kind: ReadKind, listing: ListRequest, exclude: set[str]) -> List
 def _after(response: Response) -> Response:
     route: Route | None = g.get("read_route")
     if route is not None:
-        # Which node read the page, at which position, and what choosing it cost: for operators
+        # Which node read the page, at which LSN, and what choosing it cost: for operators
         # (browser dev tools show Server-Timing), the cluster tests and the benchmark.
         desc = route.node.name + (f" {route.lsn}" if route.lsn else "")
         response.headers["Server-Timing"] = f'db;desc="{desc}", route;dur={route.seconds * 1000:.3f}'
@@ -188,13 +188,13 @@ def _after(response: Response) -> Response:
 
 
 def _remember_write(response: Response) -> None:
-    """Give the client the position its write committed at, so its next reads see the write."""
+    """Give the client the LSN its write committed at, so its next reads see the write."""
     try:
         lsn = get_session().execute(text(PRIMARY_LSN_SQL)).scalar()
     except DBAPIError:
-        # The write is committed; failing to read the position must not turn it into an error.
+        # The write is committed; failing to read the LSN must not turn it into an error.
         # The client's reads then follow REPLICA_MAX_LAG_MS alone.
-        log.warning("could not read the primary's position after a write")
+        log.warning("could not read the primary's LSN after a write")
         return
     if parse_lsn(lsn) is None:
         return

@@ -66,9 +66,10 @@ def created_at(value: Any, now: dt.datetime) -> dt.datetime:
         parsed = dt.datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(_why_not(text)) from None
-    if parsed.tzinfo is None:
+    offset = parsed.utcoffset()
+    if offset is None:
         raise ValueError("needs a timezone, e.g. 2026-03-11T10:39:00.123456Z")
-    if parsed.utcoffset() % dt.timedelta(minutes=1):  # type: ignore[operator]
+    if offset % dt.timedelta(minutes=1):
         raise ValueError("needs a timezone of whole minutes (Z or ±hh:mm)")
     skew = current_app.config["CREATED_AT_MAX_SKEW_SECONDS"]
     future = f"must not be in the future (at most {skew} s ahead of the server's clock)"

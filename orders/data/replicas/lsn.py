@@ -1,20 +1,20 @@
-"""WAL positions: PostgreSQL's `X/Y` read, compared and written back, and the statements that read them."""
+"""LSNs: PostgreSQL's `X/Y` read, compared and written back, and the statements that read them."""
 
 from __future__ import annotations
 
 PRIMARY_LSN_SQL = "SELECT pg_current_wal_lsn()::text"
-# A replica's probe: its replayed position, and when its server started. Positions only grow
+# A replica's probe: its replayed LSN, and when its server started. LSNs only grow
 # within one run of the server: a standby killed and started again opens for reads once it is
 # consistent, which can be well behind where it had replayed before (it replays on from its last
 # restartpoint), so what was known of it before a restart says nothing now.
 REPLICA_LSN_SQL = "SELECT pg_last_wal_replay_lsn()::text, pg_postmaster_start_time()::text"
-# What a page on a standby is stamped with: the replayed position, and the received one above it.
+# What a page on a standby is stamped with: the replayed LSN, and the received one above it.
 # A standby's startup process makes a replayed commit visible an instant before it advances the
-# replayed position, so a snapshot can hold a commit just past pg_last_wal_replay_lsn(); it cannot
-# hold one the standby has not received. (NULL receive position: streaming stopped; GREATEST skips
+# replayed LSN, so a snapshot can hold a commit just past pg_last_wal_replay_lsn(); it cannot
+# hold one the standby has not received. (NULL receive LSN: streaming stopped; GREATEST skips
 # NULLs.) On the primary both are pg_current_wal_lsn().
 # A replica promoted since it was last probed (a failover) is read like the primary it now is,
-# and its pages are stamped with its own position.
+# and its pages are stamped with its own LSN.
 # The server's start time too, as in REPLICA_LSN_SQL: a page read on a replica that restarted
 # since it was last probed cannot trust what the probe said.
 PAGE_LSN_SQL = {

@@ -21,18 +21,18 @@ from orders.data.replicas.session import RoutingSession, RoutingSessionMaker
 
 log = logging.getLogger(__name__)
 
-# How long cached replica positions are trusted before a request refreshes them. Stale values are
-# always safe (positions only grow while a server runs; see NodeState.same_run), they only send
+# How long cached replica LSNs are trusted before a request refreshes them. Stale values are
+# always safe (LSNs only grow while a server runs; see NodeState.same_run), they only send
 # more reads to the primary.
 REFRESH_SECONDS = 0.1
 # A node that failed is left out for this long, then probed again.
 RETRY_SECONDS = 1.0
-# With the primary down, how long a read waits for a replica to replay its cursor's position, or
+# With the primary down, how long a read waits for a replica to replay its cursor's LSN, or
 # for a primary to answer again: long enough for Patroni to fail over after a PostgreSQL crash
 # (2.7 to 4.3 s measured by bench-cluster on loopback), not for a whole host lost (the leader key's
 # time to live: 30 s by default); that read then answers 503 with Retry-After.
 PRIMARY_DOWN_WAIT_SECONDS = 5.0
-# A position probe's own bound on the client side (see probe_engine).
+# An LSN probe's own bound on the client side (see probe_engine).
 PROBE_READ_TIMEOUT_MS = 3000
 
 # Marks a read that went back to the primary once after failing there (see _without_primary).
@@ -40,7 +40,7 @@ PRIMARY_AGAIN = "primary, again"
 
 
 def probe_engine(engine: Engine) -> Engine:
-    """A small engine for position probes: autocommit and no pre-ping, so a probe is one round
+    """A small engine for LSN probes: autocommit and no pre-ping, so a probe is one round
     trip (through the request engine it was four: ping, BEGIN, query, ROLLBACK). A dead connection
     fails the probe, which takes the node out of rotation; SQLAlchemy drops that connection, and
     the next probe reconnects. A frozen node fails it too, after PROBE_READ_TIMEOUT_MS: its
@@ -64,7 +64,7 @@ class NodeState:
     name: str
     engine: Engine
     primary: bool = False
-    replay: int = 0  # a lower bound of the position the node has replayed (written, on the primary)
+    replay: int = 0  # a lower bound of the LSN the node has replayed (written, on the primary)
     caught_up_at: float = float("-inf")  # monotonic time at which it had all the primary had
     down_until: float = 0.0
     pages: int = 0
@@ -78,7 +78,7 @@ class NodeState:
     def lag(self, now: float) -> float:
         """Seconds since this replica was last seen holding everything the primary had written.
 
-        Measured as: read the primary's position at time T, then the replica's; if the replica has
+        Measured as: read the primary's LSN at time T, then the replica's; if the replica has
         replayed at least that far, every commit acknowledged before T is on the replica. So a
         first page read there misses nothing committed more than `lag` before it. (Replay
         timestamps would report an idle, fully caught-up replica as lagging, and a replica that
@@ -90,7 +90,7 @@ class NodeState:
         self.replay = max(self.replay, lsn)
 
     def same_run(self, started_at: str | None) -> bool:
-        """Is the server the one whose positions are known (not started again since)? If not,
+        """Is the server the one whose LSNs are known (not started again since)? If not,
         what was known is forgotten and this run's start is kept."""
         if started_at is None or started_at == self.started_at:
             return True
@@ -101,7 +101,7 @@ class NodeState:
         return not known
 
     def diverged(self) -> None:
-        """Seen past the primary's position: on a timeline of its own (a former primary not yet
+        """Seen past the primary's LSN: on a timeline of its own (a former primary not yet
         rewound), holding none of what the primary wrote since the fork. No reads until it
         follows the primary again."""
         self.replay = 0
@@ -111,7 +111,7 @@ class NodeState:
 @dataclass
 class Route:
     node: NodeState
-    # Why this node (Router.choose): "standby" (a replica had the position), "behind" (the
+    # Why this node (Router.choose): "standby" (a replica had the LSN), "behind" (the
     # replicas up were all behind it: the primary), "no_standby" (none up: the primary),
     # "primary_down" (the primary down: the freshest replica, or a promoted primary).
     reason: str = "standby"
@@ -150,14 +150,14 @@ class Router:
     # --- probing -------------------------------------------------------------------------
 
     def _probe(self, node: NodeState) -> int | None:
-        """The node's position now, or None (and out of rotation for a while) if it fails."""
+        """The node's LSN now, or None (and out of rotation for a while) if it fails."""
         try:
             with (node.probe_engine or node.engine).connect() as conn:
                 if node.primary:
                     lsn, started_at = parse_lsn(conn.execute(text(PRIMARY_LSN_SQL)).scalar()), None
                 else:
-                    position, started_at = conn.execute(text(REPLICA_LSN_SQL)).one()
-                    lsn = parse_lsn(position)
+                    replayed, started_at = conn.execute(text(REPLICA_LSN_SQL)).one()
+                    lsn = parse_lsn(replayed)
         except DBAPIError as err:
             self.mark_down(node, err)
             return None
@@ -179,7 +179,7 @@ class Router:
         return lsn
 
     def refresh(self, *, force: bool = False) -> None:
-        """Re-read every node's position (at most every REFRESH_SECONDS unless forced).
+        """Re-read every node's LSN (at most every REFRESH_SECONDS unless forced).
 
         One request refreshes; concurrent ones go on with the cached values, which are safe.
         """
@@ -191,7 +191,7 @@ class Router:
         try:
             self._checked_at = now
             started = time.monotonic()
-            # The primary first: a replica that has replayed this position afterwards holds every
+            # The primary first: a replica that has replayed this LSN afterwards holds every
             # commit acknowledged before `started`.
             primary_lsn = self._probe(self.primary) if self.primary.up(now) or force else None
             ahead = []
@@ -209,7 +209,7 @@ class Router:
             self._lock.release()
 
     def _drop_diverged(self, ahead: list[tuple[NodeState, int]]) -> None:
-        """Replicas read past the primary's position: legitimate if the primary wrote meanwhile,
+        """Replicas read past the primary's LSN: legitimate if the primary wrote meanwhile,
         so ask the primary again. A standby of this primary never replays past what the primary
         has written by a later moment; one still past it is on another timeline."""
         primary_lsn = self._probe(self.primary)
@@ -218,7 +218,7 @@ class Router:
         for node, lsn in ahead:
             if lsn > primary_lsn:
                 node.diverged()
-                why = f"past the primary's position ({format_lsn(lsn)}): another timeline"
+                why = f"past the primary's LSN ({format_lsn(lsn)}): another timeline"
                 self.mark_down(node, None, why=why)
 
     def mark_down(self, node: NodeState, err: Exception | None, *, why: str | None = None) -> None:
@@ -235,7 +235,7 @@ class Router:
         return not first_page or node.lag(now) <= self.max_lag
 
     def choose(self, need: int | None, *, first_page: bool, exclude: set[str]) -> Route:
-        """The route for a read that must see position `need` (cursor or own write), or a first
+        """The route for a read that must see LSN `need` (cursor or own write), or a first
         page: the node, and why it (Route.reason).
 
         Raises ApiError 503 only when the primary is down and no replica reaches `need` in time.
@@ -252,7 +252,7 @@ class Router:
         for node in candidates:
             if self._ready(node, need, first_page, now):
                 return Route(node)
-        # Cached positions may just be old (another app process read the last page): ask the
+        # Cached LSNs may just be old (another app process read the last page): ask the
         # replicas that are behind `need` once, before the snapshot is taken.
         if need is not None:
             for node in candidates:
@@ -270,13 +270,13 @@ class Router:
 
     def _without_primary(self, need: int | None, exclude: set[str]) -> NodeState:
         """The primary is down: nothing new can be committed, so the replica that has replayed the
-        most is as fresh as any read can be. A cursor's position must still be reached: a clean
+        most is as fresh as any read can be. A cursor's LSN must still be reached: a clean
         primary shutdown sends its last WAL to the standbys, so wait for them briefly.
 
         A failover ends the wait at once: DATABASE_URL may name several hosts (libpq's
         `target_session_attrs=read-write`), so the primary answers again once a standby is
         promoted. It holds every acknowledged commit, so it reads any cursor's next page, also
-        one stamped with the old primary's position, which the new timeline may not reach yet."""
+        one stamped with the old primary's LSN, which the new timeline may not reach yet."""
         deadline = time.monotonic() + PRIMARY_DOWN_WAIT_SECONDS
         while True:
             self.refresh(force=True)
@@ -304,7 +304,7 @@ def init_app(app: Flask) -> None:
     if not urls:
         return
     if make_url(app.config["DATABASE_URL"]).get_backend_name() != "postgresql":
-        # Only PostgreSQL's WAL positions tell whether a replica has a cursor's rows.
+        # Only PostgreSQL's LSNs tell whether a replica has a cursor's rows.
         log.warning("DATABASE_REPLICA_URLS is ignored: replicas are used only with a PostgreSQL primary")
         return
     for url in urls:
@@ -313,7 +313,7 @@ def init_app(app: Flask) -> None:
     timeout = app.config.get("STATEMENT_TIMEOUT_MS")
     router = Router(
         app.extensions["engine"],
-        # No pre-ping: a read's first statement (the position) is the ping, and a failure there
+        # No pre-ping: a read's first statement (the LSN) is the ping, and a failure there
         # moves the read to another node (one round trip per page saved).
         [
             make_engine(url, statement_timeout_ms=timeout, pre_ping=False, **client_bounds(app.config))

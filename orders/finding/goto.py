@@ -4,7 +4,7 @@ A date and time for newest/oldest, an amount for amount, a name (prefix, normali
 orders/data/names.py) for customer. Each is
 parsed strictly here (a 400 that says what was expected, never a guess); the library then checks
 that the column can hold it (InvalidPosition, also a 400) and seals the position
-(orders/finding/listing.py ListRequest.start), and this module says what a reader is told when
+(orders/finding/reader.py start), and this module says what a reader is told when
 nothing is there.
 """
 
@@ -103,7 +103,7 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
     spec = SORTS[sort]
     if spec.goto == "datetime":
         when = _when(raw, tz_offset)
-        if spec.keyset.columns[0].descending and "T" not in raw and " " not in raw:
+        if spec.sort.columns[0].descending and "T" not in raw and " " not in raw:
             # A date alone means that whole day: newest first, the day starts at its last moment.
             when = _shifted(when, dt.timedelta(days=1, microseconds=-1))
         return when
@@ -112,7 +112,7 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
     if len(raw) > MAX_NAME:
         raise InvalidParameter(f"to is a name (prefix) of at most {MAX_NAME} characters")
     # The words of the name, as the search reads them: "ú", "U" and "u" go to the same place,
-    # and "Pereira" to the first name with a word starting with it (orders/finding/listing.py).
+    # and "Pereira" to the first name with a word starting with it (orders/finding/reader.py).
     try:
         return Search.parse_words(raw)
     except SearchError as err:
@@ -199,12 +199,12 @@ def _shifted(when: dt.datetime, by: dt.timedelta) -> dt.datetime:
 
 
 # --- What the list says when nothing is where the reader went ------------------------------
-# (orders/finding/listing.py ListRequest.start reads the rows; these say what they mean.)
+# (orders/finding/reader.py start reads the rows; these say what they mean.)
 
 
 def nothing_past(choice: SortChoice, goto: Goto) -> str:
     """No row lies at or past the value typed."""
-    before = choice.keyset.columns[0].descending
+    before = choice.sort.columns[0].descending
     where = "of" if choice.goto == "amount" else "on or before" if before else "on or after"
     tail = " or less" if choice.goto == "amount" else ""
     return f"no order {where} {goto.text[:40]}{tail} in this list: nothing moved"
