@@ -46,7 +46,7 @@ function watchBar() {
   measure();
 }
 watchBar();
-document.addEventListener("htmx:historyRestore", watchBar);
+document.addEventListener("orders:restored", watchBar);
 
 // --- Short screens: the forms fold away until asked for (controls.css) -------------------------
 
@@ -188,7 +188,8 @@ function goEnd(which) {
   var link = bar && bar.querySelector('[data-find="' + which + '"]');
   if (!link) return;
   if (which === "footer") { toFooter(); return; }
-  openList(link.href, { focus: false }).then(function (result) {
+  // Top focuses the first row, as End focuses the end: the next key goes on from there.
+  openList(link.href, { focus: which === "top" }).then(function (result) {
     if (which === "top") {
       announce("The first orders of the list.");
     } else {
@@ -273,7 +274,7 @@ function initial(name) {
   var plain = name.normalize("NFKD").replace(/\p{M}/gu, "").trim();
   return plain ? plain[0].toUpperCase() : "";
 }
-// The cell and how it is shown come from the server (orders/finding/jump.py GOTO_FIELDS, by the sort's
+// The cell and how it is shown come from the server (orders/finding/goto.py GOTO_FIELDS, by the sort's
 // go-to kind), rendered on the bar.
 function showPosition(row) {
   var position = positionBox(), bar = findBar();

@@ -25,12 +25,6 @@ export function fromTemplate(id) {
   return document.getElementById(id).content.firstElementChild.cloneNode(true);
 }
 
-// The address an htmx request went to, from its event's detail (null when it says none).
-export function requestedPath(detail) {
-  var path = detail.pathInfo && (detail.pathInfo.finalRequestPath || detail.pathInfo.requestPath);
-  return path || (detail.requestConfig && detail.requestConfig.path) || null;
-}
-
 // The top of the list area: the rows' scroll-margin-top (app.css: below the sticky find bar and
 // column headers, whatever part of them is shown now; 0 without them). scrollIntoView honours it.
 // Not the root's scroll-padding-top: with it, focusing a control in the sticky bar scrolled the

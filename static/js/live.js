@@ -50,9 +50,9 @@ function sync() { if (pill()) connect(); else disconnect(); }
 
 export function start() {
   document.addEventListener("orders:opened", sync);
-  document.addEventListener("htmx:historyRestore", sync);
-  document.addEventListener("htmx:afterRequest", function (evt) {
-    if (evt.detail.elt === pill() && pending) { pending = false; ask(); }
+  document.addEventListener("orders:restored", sync);
+  document.addEventListener("htmx:finally:request", function (evt) {
+    if (evt.detail.ctx.sourceElement === pill() && pending) { pending = false; ask(); }
   });
   // Closed when the page goes (and into the back-forward cache), opened when it comes back.
   window.addEventListener("pagehide", disconnect);

@@ -1,5 +1,5 @@
 // The front end's entry point (a module, deferred: it runs after htmx and before htmx reads the
-// page). It marks the page as scripted (html.js), starts these and exposes the scroll window's
+// page, on DOMContentLoaded: base.html). It marks the page as scripted (html.js), starts these and exposes the scroll window's
 // API as window.ordersList; without JavaScript the list pages by plain links and forms, and the
 // same URLs open the same places.
 //   scroll-window.js  loads, drops, the reader's place, the address

@@ -137,7 +137,7 @@ function focusOpened() {
   // Nothing more to come below (the end of the list): the row is gone (deleted meanwhile).
   if (!document.getElementById("more")) returning = null;
 }
-document.addEventListener("htmx:historyRestore", focusReturned);
+document.addEventListener("orders:restored", focusReturned);
 document.addEventListener("orders:loaded", function (evt) { if (!evt.detail.up) focusOpened(); });
 ["keydown", "pointerdown", "wheel", "touchstart"].forEach(function (name) {
   window.addEventListener(name, function () { returning = null; }, { capture: true, passive: true });
@@ -149,6 +149,20 @@ document.addEventListener("click", function (evt) {
   if (!banner || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey) return;
   evt.preventDefault();
   list.open(banner.href, { focus: true }).catch(function () { location.href = banner.href; });
+});
+
+// "Skip to the orders" (the first Tab stop): the first row in view takes the focus (the next
+// keys go row to row from there), or, with no row, the table itself (its caption is read out).
+// Without JavaScript the link goes to <main>, which takes the focus (tabindex="-1").
+document.addEventListener("click", function (evt) {
+  var skip = evt.target.closest && evt.target.closest("a.skip-link");
+  var table = document.getElementById("orders");
+  if (!skip || !table) return;
+  evt.preventDefault();
+  var row = list.firstVisibleRow();
+  if (row) { row.focus({ preventScroll: true }); return; }
+  if (!table.hasAttribute("tabindex")) table.setAttribute("tabindex", "-1");
+  table.focus({ preventScroll: true });
 });
 
 // html.rows-below while a sentinel waits below the rows (app.css hides the footer meanwhile):

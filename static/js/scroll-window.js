@@ -7,9 +7,11 @@
 //               the window is resized; a row named by the address is brought to the top
 //   the address the URL of the page holding the first row in view, plus that row
 //
-// The rows of a page are fetched by this module (its own intersection observer and fetch, not
-// htmx's request cycle) and go in by it (one replaceWith of a parsed fragment), not by htmx's
-// swap; far pages go in the same task, just before them, so one frame lays out and paints both.
+// Every page of rows is an htmx request: a sentinel row's hx-get, fired by its hx-trigger (htmx's
+// intersection observer) as it nears the view; the answer goes in by this module's htmx
+// extension, its own swap style "scroll-window" (one replaceWith of htmx's parsed fragment,
+// htmx walking only the new control rows); far pages go in the same task, just before them, so
+// one frame lays out and paints both.
 // Layout is read only where rows go in or out above the reader's place: once before the writes
 // (the layout the last frame drew), once after them all, never read-after-write in a loop.
 // docs/scroll.md has the measurements.
@@ -35,7 +37,7 @@
 // Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
 // view or the address changes, "orders:opened" {row, url} after open().
 import {
-  ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, requestedPath, table
+  ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, table
 } from "./dom.js";
 
 var loads = new Map();        // control row (#more / #less) -> the load it started
@@ -51,13 +53,10 @@ function runHooks(root) { rowHooks.forEach(function (fn) { fn(root); }); }
 
 export function busy() { return requesting.size > 0; }
 
+// (A loading row shows so by htmx's own class, htmx-request: app.css.)
 function setBusy() {
   var t = table();
   if (t) t.setAttribute("aria-busy", busy() ? "true" : "false");
-  ["more", "less"].forEach(function (id) {
-    var row = document.getElementById(id);
-    if (row) row.classList.toggle("is-loading", loads.has(row));
-  });
 }
 function controlRow(elt) { return elt && elt.closest ? elt.closest("#more, #less") : null; }
 
@@ -89,12 +88,13 @@ function anchorNow() {
 function restore(anchor) {
   if (!anchor || !anchor.row.isConnected) return;
   var shift = anchor.row.getBoundingClientRect().top - anchor.top;
-  if (Math.abs(shift) >= 0.5) window.scrollBy(0, shift);
+  // To the nearest whole pixel (WebKit's scrollBy drops the fraction: 1.9 px moves there).
+  if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
 }
 
 // The place as the reader last saw it, for a resize (the old layout is gone by then). While the
-// reader scrolls (their input: a wheel, a key, a finger, the scrollbar) it is noted only when the
-// scroll comes to rest (rememberPlace, below), not in every frame of it; a resize meanwhile is
+// reader scrolls (their input: a wheel, a key, a finger, the scrollbar) it is noted with the
+// address (rememberPlace, below, at most every PLACE_MS), not in every frame of it; a resize meanwhile is
 // left to the browser's scroll anchoring rather than jumping back to where the reader was when
 // the place was noted. Other scrolls (a script's: the sticky bar's height kept, a landing, a
 // resize's restore) note it in the next frame, as every scroll did before.
@@ -106,16 +106,12 @@ function notePlaceSoon() {
 }
 
 // The address bar follows the reader: the URL of the page holding the first row in view, plus
-// that row as the fragment. replaceState adds no history entry. htmx keys its history snapshot
-// by the path it last pushed (kept in sessionStorage by htmx 2.0.x), so it is moved along, and
-// Back finds the snapshot under the address it returns to.
+// that row as the fragment. replaceState adds no history entry and keeps the entry's state (htmx
+// 4 restores only entries it marked, by a full GET of the address: no snapshot to move along).
 function here() { return location.pathname + location.search + location.hash; }
 function setAddress(url, push) {
   if (push) history.pushState({ ordersList: true }, "", url);
   else if (url !== here()) history.replaceState(history.state, "", url);
-  try {
-    sessionStorage.setItem("htmx-current-path-for-history", location.pathname + location.search);
-  } catch (e) { /* no sessionStorage: htmx keeps no snapshots either */ }
 }
 function addressOf(row, top) {
   var start = row;
@@ -125,7 +121,12 @@ function addressOf(row, top) {
   return start.dataset.pos + (atTop ? "" : "#order-" + row.dataset.id);
 }
 var shownRow = null;
+// From Back's "before restore" until the restored body is styled and the reader put back: the
+// body htmx swapped in keeps the old page's offset, so the row in view then is no place of the
+// reader's (noted, it named a row of the old offset, and the restore then landed there).
+var restoring = false;
 function rememberPlace() {
+  if (restoring) return;
   place = anchorNow();
   scrolledSince = false;
   if (!place) return;
@@ -139,18 +140,22 @@ function rememberPlace() {
     document.dispatchEvent(new CustomEvent("orders:place", { detail: { row: place.row, url: url } }));
   }
 }
+// Throttled, not debounced: during a fling (a phone's keeps moving for about 2 s after the
+// finger lifts) the address follows the row in view every PLACE_MS, so that a reload at any
+// moment opens near where the reader is (it reloads the address as it is: pagehide comes too
+// late to change it); the last run comes after the scroll's last event.
+var PLACE_MS = 200;
 var placeTimer = null;
 function rememberPlaceSoon() {
-  clearTimeout(placeTimer);
-  placeTimer = setTimeout(rememberPlace, 150);
+  if (placeTimer === null) placeTimer = setTimeout(function () { placeTimer = null; rememberPlace(); }, PLACE_MS);
 }
 window.addEventListener("scroll", function () {
   if (!scrolledSince) notePlaceSoon();
   rememberPlaceSoon();
 }, { passive: true });
 // Leaving (a click on a link or button, a reload): the address must name the place now, not in
-// 150 ms; Back comes back to it (there is no snapshot: it is the only record of the place).
-function flushPlace() { clearTimeout(placeTimer); rememberPlace(); }
+// up to PLACE_MS; Back comes back to it (there is no snapshot: it is the only record of the place).
+function flushPlace() { clearTimeout(placeTimer); placeTimer = null; rememberPlace(); }
 document.addEventListener("click", function (evt) {
   if (evt.target.closest && evt.target.closest("a[href], button") && table()) flushPlace();
 }, true);
@@ -181,7 +186,10 @@ function settleLanding() {
   row.scrollIntoView({ block: "start" });  // honours the row's scroll-margin-top (the list's top)
   // Partly under the list's top, as the reader left it: never so far that none of it shows.
   var top = Math.max(landingTop, 1 - row.getBoundingClientRect().height);
-  if (top) window.scrollBy(0, -top);
+  // What is left, to the nearest whole pixel: WebKit's scrollIntoView stops up to 2 px low (whole-
+  // pixel scroll positions, fractional rows), and the address then named the row above.
+  var off = row.getBoundingClientRect().top - inset() - top;
+  if (Math.abs(off) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + off));
   if (Math.abs(row.getBoundingClientRect().top - inset() - top) <= 1) landing = null;
 }
 // The first row in view is often partly under the list's top (the sticky headers): how far is
@@ -189,10 +197,17 @@ function settleLanding() {
 // followed), so that Back and reload put the named row where the reader left it, not a fraction
 // of a row lower (1280x800: 14-25 px, and a focused row at the bottom of the screen then cut off).
 var ROW_TOPS = "orders-row-tops";  // {address: px}, the 20 latest
+// Read from sessionStorage once: only this module writes it, and keepRowTop runs with every
+// change of the address while the reader scrolls (parsing it each time was a third of its cost).
+var rowTops = null;
+function readRowTops() {
+  if (rowTops === null) rowTops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
+  return rowTops;
+}
 function keepRowTop(top) {
   var px = Math.round(Math.min(0, top - inset())), url = here();
   try {
-    var tops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
+    var tops = readRowTops();
     if (tops[url] === px) return;
     delete tops[url];
     tops[url] = px;  // the latest last
@@ -202,7 +217,7 @@ function keepRowTop(top) {
 }
 function keptRowTop() {
   try {
-    var px = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}")[here()];
+    var px = readRowTops()[here()];
     return typeof px === "number" && px < 0 ? px : 0;
   } catch (e) { return 0; }
 }
@@ -229,9 +244,10 @@ function maxRows() {
 }
 
 // A sentinel row like the server's (its own markup, from orders.html's <template>).
+// htmx processes it once it is in the document (its trigger, `hx-get` its rows' URL).
 function sentinel(up, url) {
   var row = fromTemplate(up ? "less-row" : "more-row");
-  row.querySelector("[data-get]").setAttribute("data-get", url);
+  row.setAttribute("hx-get", url);
   row.querySelector("a").setAttribute("href", url);
   return row;
 }
@@ -285,19 +301,23 @@ function applyDrops(plan) {
   var range = document.createRange(), row;
   if (!plan.up) {
     var less = document.getElementById("less");  // above the rows, when there is one
-    range.setStartBefore(less && less.compareDocumentPosition(plan.from) & Node.DOCUMENT_POSITION_FOLLOWING ? less : plan.from);
+    var withLess = less && less.compareDocumentPosition(plan.from) & Node.DOCUMENT_POSITION_FOLLOWING;
+    if (withLess) release(less);
+    range.setStartBefore(withLess ? less : plan.from);
     range.setEndAfter(plan.to);
     range.deleteContents();
     row = sentinel(true, plan.url);
     body().insertBefore(row, plan.keep);
   } else {
+    var more = document.getElementById("more");
+    if (more) release(more);
     range.setStartBefore(plan.from);
     range.setEndAfter(body().lastChild);  // with #more or #end-of-list
     range.deleteContents();
     row = sentinel(false, plan.url);
     body().appendChild(row);
   }
-  arm(row);
+  htmx.process(row);
 }
 
 // The reader's place across writes that can move it: rows put in or taken out above the first
@@ -362,17 +382,14 @@ function guardFragment(fragment) {
   return rows;
 }
 
-// A page of rows in place of its sentinel, inserted by the scroll window itself rather than by
-// htmx's swap: htmx would walk every new element (its settle looks up each one with an id,
-// its processing each one for hx- attributes and boosted links, its load event goes once per
-// row, and it adds and then removes a class on every row, a style pass each). Here the rows are
-// parsed into a detached fragment, guarded and given their local times there (no layout, no
-// style), and go in by one replaceWith; htmx processes only the few elements that need it (the
-// next sentinel, a "Load more" form), and the rows' links when first used (below).
-function insert(load, target, html, incoming) {
-  var tpl = document.createElement("template");
-  tpl.innerHTML = html;
-  var fragment = tpl.content;
+// A page of rows in place of its sentinel, inserted by the scroll window's swap style rather
+// than by one of htmx's: htmx would walk every new element (its processing looks at each one for
+// hx- attributes and boosted links, and it adds and then removes a class on every row, a style
+// pass each). htmx parses the answer into a detached fragment; here the rows are guarded and
+// given their local times there (no layout, no style) and go in by one replaceWith. htmx then
+// processes only the few elements that need it (the next sentinel, a "Load more" form: the
+// controls returned), and the rows' links when first used (below).
+function insert(load, target, fragment, incoming) {
   var rows = guardFragment(fragment);
   runHooks(fragment);
   var controls = Array.prototype.filter.call(fragment.children, function (el) { return !isRow(el); });
@@ -386,13 +403,10 @@ function insert(load, target, html, incoming) {
   // end, while the reader saw no row (seen on a landscape phone).
   var skeletonTop = !anchor && plan && !plan.up && rows.length ? target.getBoundingClientRect().top : null;
   if (plan) applyDrops(plan);
+  release(target);
   target.replaceWith(fragment);
-  controls.forEach(function (el) {
-    if (el.querySelector("[hx-get]")) htmx.process(el);  // a "Load more" form; sentinels need none
-    arm(el);
-  });
   afterWrites(skeletonTop === null ? anchor : { row: rows[0], top: skeletonTop });
-  return rows;
+  return { rows: rows, controls: controls };
 }
 
 // The rows' links are boosted (hx-boost on #rows) when they are first used, not as they arrive:
@@ -403,63 +417,83 @@ document.addEventListener("click", function (evt) {
   if (link) htmx.process(link);
 }, true);
 
-// A sentinel's prefetch box (`data-get`: the URL of its rows; app.css makes it reach 800 px past
-// the sentinel towards the reader) coming into view starts its load, once: a fetch by this module
-// and its own intersection observer, not htmx's request cycle (its events, attribute lookups
-// and XHR handling cost a tenth of a page's script at a phone's speed: docs/scroll.md). The
-// request is the one htmx made (`HX-Request`: the server answers with the rows fragment), and
-// the answer goes the same way as one htmx brought (landed(), below).
-// The same timeout as htmx's other requests (base.html's htmx-config: the server's own bound
-// plus a margin, so the server's error row comes before the browser gives up).
-function timeoutMs() { return (window.htmx && htmx.config.timeout) || 15000; }
-var armed = new WeakSet();
-var near = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
-  entries.forEach(function (entry) {
-    if (!entry.isIntersecting) return;
-    near.unobserve(entry.target);
-    var row = controlRow(entry.target);
-    if (row && row.isConnected && !loads.has(row)) fetchRows(row, entry.target.dataset.get);
-  });
-}) : null;
-function arm(root) {
-  if (!near || !root || !root.querySelectorAll) return;
-  var boxes = root.matches && root.matches("[data-get]") ? [root] : root.querySelectorAll("[data-get]");
-  Array.prototype.forEach.call(boxes, function (box) {
-    if (armed.has(box) || !box.isConnected) return;
-    armed.add(box);
-    near.observe(box);
+// --- The htmx extension: every page of rows is an htmx request -----------------------------
+// A sentinel row carries its rows' URL (`hx-get`), `hx-trigger="intersect once rootMargin:..."`
+// (htmx's own intersection observer: the next rows start loading while the reader is still a
+// screen away) and `hx-swap="scroll-window"`, the swap style below: htmx makes the request (its
+// events, headers, timeout, abort) and hands over the parsed answer; the insertion, the drops and
+// the reader's place are this module's. So are "Load more" (a GET form), Retry, and open() (Top,
+// End, go to, the new-orders pill: htmx.ajax with the "scroll-window-list" style).
+// The loads in flight, by the row they replace (#more, #less): set when htmx sends the request,
+// given the answer's status when it comes, ended by the swap, an error or htmx's "finally".
+var api = null;
+htmx.registerExtension("scroll-window", {
+  init: function (internal) { api = internal; },
+  htmx_before_request: function (elt, detail) {
+    var ctx = detail.ctx, row = controlRow(ctx.target);
+    if (!row || ctx.swap !== "scroll-window") return;
+    var up = row.id === "less";
+    loads.set(row, { up: up, focus: !up && focusNext, elt: elt, ctx: ctx });
+    focusNext = false;
+    requesting.add(elt);
+    setBusy();
+  },
+  htmx_after_request: function (elt, detail) {
+    var opening = detail.ctx.scrollWindowOpen;
+    if (opening) return opening.answered(detail.ctx);  // false: not swapped
+  },
+  // The swap styles below are called without the request: it goes with each task.
+  htmx_before_swap: function (elt, detail) {
+    detail.tasks.forEach(function (task) { if (task.swapSpec) task.swapSpec.ctx = detail.ctx; });
+  },
+  htmx_error: function (elt, detail) {
+    // No answer (the network, htmx's timeout): a Retry row from the <template>.
+    var ctx = detail.ctx, row = ctx && controlRow(ctx.target);
+    if (ctx && ctx.scrollWindowOpen) ctx.scrollWindowOpen.failed(new Error("the server did not answer"));
+    if (row && loads.has(row) && loads.get(row).ctx === ctx) showRetry(row, loads.get(row), ctx.request.action, 0, null);
+  },
+  htmx_finally_request: function (elt, detail) {
+    done(elt);
+    var opening = detail.ctx.scrollWindowOpen;
+    if (opening) opening.failed(new Error("the request was given up"));
+  },
+  handle_swap: function (style, target, fragment, swapSpec) {
+    if (style === "scroll-window") return swapRows(target, fragment);
+    if (style === "scroll-window-list") return swapList(target, fragment, swapSpec.ctx);
+    return false;
+  },
+});
+
+// htmx's own per-element state goes with a control row that this module takes out of the
+// document itself (a swap, a drop, a hold): its intersection observer (htmx keeps it after an
+// `intersect once` has fired) and its listeners. htmx's cleanup runs only for its own swaps.
+function release(root) {
+  var elts = root.querySelectorAll ? [root].concat(Array.prototype.slice.call(root.querySelectorAll("[data-htmx-powered]"))) : [];
+  elts.forEach(function (el) {
+    var state = el._htmx;
+    if (!state) return;
+    (state.triggerSpecs || []).forEach(function (spec) { if (spec.observer) spec.observer.disconnect(); });
+    (state.listeners || []).forEach(function (info) { info.fromElt.removeEventListener(info.eventName, info.handler, info); });
+    state.listeners = [];
+    state.triggerSpecs = [];
   });
 }
-function fetchRows(row, url) {
-  var up = row.id === "less";
-  var box = row.querySelector("[data-get]") || row;
-  var ctrl = window.AbortController ? new AbortController() : null;
-  var load = { up: up, focus: !up && focusNext, elt: box, abort: ctrl };
-  loads.set(row, load);
-  focusNext = false;
-  requesting.add(box);
-  setBusy();
-  var timer = setTimeout(function () { if (ctrl) ctrl.abort(); }, timeoutMs());
-  fetch(url, {
-    credentials: "same-origin",
-    signal: ctrl ? ctrl.signal : undefined,
-    headers: { "HX-Request": "true", "HX-Current-URL": location.href },
-  }).then(function (response) {
-    return response.text().then(function (text) {
-      clearTimeout(timer);
-      if (loads.get(row) !== load) return;  // aborted (the footer asked for), or the list replaced
-      if (response.ok) landed(load, row, text);
-      else showRetry(row, load, url, response.status, text);
-    });
-  }).catch(function () {
-    clearTimeout(timer);
-    if (loads.get(row) === load) showRetry(row, load, url, 0, "");
-  });
+
+// The swap style "scroll-window": the rows in place of their sentinel (or a Retry row for an
+// answer with an error status). Returns the new control rows, which htmx then processes (the
+// next sentinel's trigger, a "Load more" form); the rows themselves it never walks.
+function swapRows(target, fragment) {
+  var load = loads.get(target);
+  if (!load) return [];  // given up meanwhile (the footer asked for, the list replaced)
+  var status = load.ctx.response ? load.ctx.response.status : 0;
+  if (status >= 400) {
+    showRetry(target, load, load.ctx.request.action, status, fragment);
+    return [];
+  }
+  return landed(load, target, fragment);
 }
-function abort(load) {
-  if (load.abort) load.abort.abort();
-  else htmx.trigger(load.elt, "htmx:abort");
-}
+
+function abort(load) { htmx.trigger(load.elt, "htmx:abort"); }
 // Every load on its way given up (the list replaced: open(), Back).
 function stopLoads() {
   loads.forEach(abort);
@@ -476,45 +510,23 @@ document.addEventListener("click", function (evt) {
   if (evt.target.closest && evt.target.closest("[data-load-more]")) focusNext = true;
 });
 
-document.addEventListener("htmx:beforeRequest", function (evt) {
-  var row = controlRow(evt.detail.elt);
-  if (!row) return;
-  var up = row.id === "less";
-  loads.set(row, { up: up, focus: !up && focusNext, elt: evt.detail.elt });
-  focusNext = false;
-  requesting.add(evt.detail.elt);
-  setBusy();
-});
 function done(elt) {
   requesting.delete(elt);
   setBusy();
 }
-// For answers that were not swapped; a swapped sentinel is detached by then and its event
-// does not reach the document, so afterSwap and showRetry end their loads themselves.
-document.addEventListener("htmx:afterRequest", function (evt) { done(evt.detail.elt); });
 
-document.addEventListener("htmx:beforeSwap", function (evt) {
-  var detail = evt.detail;
-  // (A boosted click's error page, an order deleted meanwhile say: navigation.js.)
-  var load = loads.get(detail.target);
-  if (!load || !detail.shouldSwap) return;
-  // The rows go in by insert(), not by htmx's swap; after every handler of this event (one
-  // that measures the place before the swap still sees the page as it was), in this task.
-  detail.shouldSwap = false;
-  var target = detail.target, html = detail.serverResponse || "";
-  queueMicrotask(function () { landed(load, target, html); });
-});
-
-function landed(load, target, html) {
+function landed(load, target, fragment) {
   loads.delete(target);
   done(load.elt);
-  if (!target.isConnected) return;  // the list was replaced meanwhile (open(), Back)
+  if (!target.isConnected) return [];  // the list was replaced meanwhile (open(), Back)
   // Nothing is written yet: a listener still sees the page as it was.
   document.dispatchEvent(new CustomEvent("orders:arriving", { detail: { up: load.up } }));
-  var incoming = html.split(' data-id="').length - 1;
+  var incoming = 0;
+  for (var el = fragment.firstElementChild; el; el = el.nextElementSibling) if (isRow(el)) incoming++;
   if (incoming) pageRows = incoming;
-  var rows = insert(load, target, html, incoming);
-  if (landing && !load.up) settleLanding();
+  var result = insert(load, target, fragment, incoming);
+  var rows = result.rows;
+  if (landing) settleLanding();
   var message = rows.length + (load.up ? " earlier" : " more") + " orders loaded.";
   if (!load.up && !document.getElementById("more") && document.getElementById("end-of-list")) {
     message += " End of orders.";
@@ -524,62 +536,96 @@ function landed(load, target, html) {
   if (maxRows() && dataRows().length > maxRows()) trimSoon(load.up);
   rememberPlaceSoon();
   document.dispatchEvent(new CustomEvent("orders:loaded", { detail: { rows: rows, up: load.up } }));
+  return result.controls;
 }
 
-// A failed load leaves a Retry row (the server's _error_row.html, or the same row kept in a
-// <template> when no answer came back) that asks for the same rows again.
-function showRetry(row, load, url, status, text) {
+// A failed load leaves a Retry row (the server's _error_row.html from the answer, or the same row
+// kept in a <template> when no answer came back) whose button asks htmx for the same rows again.
+function showRetry(row, load, url, status, fragment) {
   loads.delete(row);
   if (load) done(load.elt);
-  var holder = document.createElement("tbody");
-  if (status >= 400 && /^\s*(<!--.*?-->\s*)?<tr[\s>]/.test(text || "") && /class="[^"]*error-row/.test(text)) {
-    holder.innerHTML = text;  // our own server's escaped template
-  }
-  var retry = holder.querySelector("tr.error-row") || fromTemplate("retry-row");
+  if (!row.isConnected) return;
+  var sent = status >= 400 && fragment && fragment.querySelector ? fragment.querySelector("tr.error-row") : null;
+  var retry = sent || fromTemplate("retry-row");
   retry.id = row.id;
   retry.dataset.url = url;
   // No Retry where asking again cannot succeed (a stale cursor): the row links to the first page.
   var again = retry.querySelector("[data-retry]");
   if (again) again.addEventListener("click", function () {
     focusNext = !(load && load.up);
-    if (retry.isConnected && !loads.has(retry)) fetchRows(retry, url);
+    if (retry.isConnected && !loads.has(retry)) {
+      htmx.ajax("GET", url, { source: retry, target: retry, swap: "scroll-window" });
+    }
   });
+  release(row);
   row.replaceWith(retry);
   setBusy();
   announce(again ? "Couldn't load more orders. Retry is available."
     : "Couldn't load more orders. A link to the first page is available.");
 }
-// The same for a load htmx made (the "Load more" form, htmx.ajax from elsewhere).
-function showHtmxRetry(evt) {
-  var row = controlRow(evt.detail.elt);
-  if (!row) return;
-  done(evt.detail.elt);
-  var url = requestedPath(evt.detail) || row.dataset.url;
-  var xhr = evt.detail.xhr;
-  showRetry(row, loads.get(row), url, xhr ? xhr.status : 0, xhr ? xhr.responseText : "");
-}
-document.addEventListener("htmx:responseError", showHtmxRetry);
-document.addEventListener("htmx:sendError", showHtmxRetry);
-document.addEventListener("htmx:timeout", showHtmxRetry);
 
-// Rows that came by any other way (htmx.ajax from elsewhere) pass the same guard.
+// Rows that came by any other way (htmx.ajax with one of htmx's own swaps) pass the same guard.
 htmx.onLoad(function (elt) {
   if (isRow(elt)) {
     if (guarded.has(elt) || elt.parentElement !== body()) return;
     if (guard([elt]).length === 0) return;
   }
-  runHooks(elt.querySelectorAll ? elt : document);
-  arm(elt);
+  if (elt.querySelectorAll) runHooks(elt);
 });
 
-// Back without a snapshot: htmx fetched the page again (a full page, at the address's
-// position); put the named row on top. With a snapshot htmx restores the old scroll itself.
-document.addEventListener("htmx:historyRestore", function (evt) {
+// Back to an entry htmx made (a boosted link was followed from it): htmx 4 asks the server for
+// the address again (a full page, at the address's position, `HX-History-Restore-Request`) and
+// swaps the body. Loads on their way go before; once the new body is in, "orders:restored" tells
+// the other parts of the page (the find bar, focus, the stream) and the named row goes on top.
+document.addEventListener("htmx:before:history:restore", function () {
   releaseHold();
   stopLoads();
-  arm(document);
-  if (evt.detail && evt.detail.cacheMiss) goToNamedRow();
+  clearTimeout(placeTimer);
+  placeTimer = null;
+  restoring = true;
 });
+function isRestore(ctx) {
+  var headers = ctx && ctx.request && ctx.request.headers;
+  return !!headers && headers["HX-History-Restore-Request"] === "true";
+}
+document.addEventListener("htmx:after:swap", function (evt) {
+  if (!isRestore(evt.detail.ctx)) return;
+  evt.detail.ctx.scrollWindowSwapped = true;
+  if (!table()) { restoring = false; return; }
+  whenStyled(function () {
+    restoring = false;
+    if (!table()) return;
+    insetPx = null;
+    place = null;
+    shownRow = null;
+    // The find bar measures itself first (controls.js): the row lands below the bar as it is now.
+    document.dispatchEvent(new CustomEvent("orders:restored"));
+    // An address at the top of the list names no row: the top goes on top. The swapped body
+    // keeps the offset of the page Back came from (a go-to's, the rail's), which is elsewhere.
+    if (!/^#order-\d+$/.test(location.hash) && !document.getElementById("less")) window.scrollTo(window.scrollX, 0);
+    goToNamedRow();
+  });
+});
+// A restore that swapped nothing (no answer, an error) leaves the old page as it was: noted again.
+document.addEventListener("htmx:finally:request", function (evt) {
+  var ctx = evt.detail && evt.detail.ctx;
+  if (isRestore(ctx) && !ctx.scrollWindowSwapped) restoring = false;
+});
+// The new body brings its own stylesheet links (the find bar's): until they apply, the bar and
+// the rows have other heights, and a row landed then was 88 px off once they did. At most a
+// second's wait (they come from the cache).
+function whenStyled(fn) {
+  var links = document.querySelectorAll('body link[rel="stylesheet"]');
+  var pending = Array.prototype.filter.call(links, function (link) { return !link.sheet; });
+  var left = pending.length, ran = false;
+  function run() { if (!ran) { ran = true; fn(); } }
+  if (!left) { run(); return; }
+  pending.forEach(function (link) {
+    link.addEventListener("load", function () { if (--left === 0) run(); }, { once: true });
+    link.addEventListener("error", function () { if (--left === 0) run(); }, { once: true });
+  });
+  setTimeout(run, 1000);
+}
 
 // --- The footer asked for: the rows below wait until the reader scrolls on --------------------
 // "Site links" brings the footer into view at any depth. Rows loading below would arrive above
@@ -601,11 +647,9 @@ export function holdBelow() {
     abort(load);
     requesting.delete(load.elt);
   }
-  var prefetch = more.querySelector(".prefetch");
-  if (prefetch) {
-    if (near) near.unobserve(prefetch);
-    prefetch.remove();
-  }
+  // Its trigger goes (htmx's observer, the `hx-get`): nothing loads until the hold ends.
+  release(more);
+  more.removeAttribute("hx-get");
   more.classList.add("paused");
   var next = more.querySelector(".next-link");
   next.textContent = "Load more orders";
@@ -640,7 +684,7 @@ function resumeBelow(focus) {
   var fromFooter = !!active && ((footer && footer.contains(active)) || more.contains(active));
   var row = sentinel(false, more.querySelector(".next-link").getAttribute("href"));
   more.replaceWith(row);
-  arm(row);
+  htmx.process(row);
   // The footer hides while rows are to come (app.css): focus must not stay on it.
   if (fromFooter) {
     var last = lastRow();
@@ -687,53 +731,83 @@ export function open(url, options) {
   options = options || {};
   var t = table();
   if (t) t.setAttribute("aria-busy", "true");
-  return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } }).then(function (response) {
-    return response.text().then(function (text) {
-      var doc = new DOMParser().parseFromString(text, "text/html");
-      var fresh = doc.getElementById("orders");
-      if (!response.ok || !fresh) {
+  return new Promise(function (resolve, reject) {
+    var settled = false;
+    var opening = {
+      url: url,
+      options: options,
+      // htmx_after_request: the answer is in, nothing swapped yet. A refusal (a go to the server
+      // cannot read) leaves the list as it is, with the server's message.
+      answered: function (ctx) {
+        if (ctx.response.status < 400) return true;
+        var doc = new DOMParser().parseFromString(ctx.text || "", "text/html");
         var message = doc.querySelector(".error-message");
-        var err = new Error(message ? message.textContent.trim() : "the server answered " + response.status);
-        err.status = response.status;
-        throw err;
-      }
-      abortLoads();
-      var target = new URL(response.url);
-      var named = /^#order-(\d+)$/.exec(new URL(url, location.href).hash);
-      var banner = document.getElementById("new-orders"), freshBanner = doc.getElementById("new-orders");
-      var list = document.adoptNode(fresh);
-      table().replaceWith(list);
-      if (banner) banner.remove();
-      if (freshBanner) {
-        freshBanner = document.adoptNode(freshBanner);
-        list.parentElement.insertBefore(freshBanner, document.getElementById("announcer") || list);
-        htmx.process(freshBanner);
-      }
-      htmx.process(list);
-      runHooks(list);
-      arm(list);
-      var first = firstRow();
-      var id = options.row != null ? String(options.row) : named ? named[1] : first && first.dataset.id;
-      var row = id && document.getElementById("order-" + id);
-      if (!row) row = first;
-      var address = target.pathname + target.search;
-      if (row && (document.getElementById("less") || row !== first)) address += "#order-" + row.dataset.id;
-      setAddress(address, options.push !== false);
-      opened = true;
-      place = null;
-      shownRow = null;
-      land(row ? row.dataset.id : null);
-      if (!row) window.scrollTo(0, 0);
-      if (row && options.focus) row.focus({ preventScroll: true });
-      setBusy();
-      var result = { row: row, url: address };
-      document.dispatchEvent(new CustomEvent("orders:opened", { detail: result }));
-      return result;
-    });
-  }).catch(function (err) {
-    setBusy();
-    throw err;
+        var err = new Error(message ? message.textContent.trim() : "the server answered " + ctx.response.status);
+        err.status = ctx.response.status;
+        opening.failed(err);
+        return false;
+      },
+      failed: function (err) {
+        if (settled) return;
+        settled = true;
+        setBusy();
+        reject(err);
+      },
+      opened: function (result) {
+        settled = true;
+        resolve(result);
+      },
+    };
+    // The whole page, of which htmx keeps the list and the new-orders pill (`select`: htmx
+    // sends HX-Request-Type "full", and the server answers with the page, not a fragment).
+    htmx.ajax("GET", url, {
+      source: t, target: t, swap: "scroll-window-list", select: "#orders, #new-orders", scrollWindowOpen: opening,
+    }).then(function () { opening.failed(new Error("the list was not shown")); }, opening.failed);
+    // (No answer, or one given up: htmx's "finally" ends it too, and an ended opening stays so.)
   });
+}
+
+// The swap style "scroll-window-list": the list (and the pill) of the page open() asked for in
+// place of the one shown, the rest of the page kept (toolbar, focus); returns what htmx is to
+// process (the sentinels, the pill's poll).
+function swapList(target, fragment, ctx) {
+  var opening = ctx && ctx.scrollWindowOpen, options = opening ? opening.options : {};
+  var fresh = fragment.querySelector("#orders");
+  if (!opening || !fresh) {
+    if (opening) opening.failed(new Error("the answer held no list"));
+    return [];
+  }
+  abortLoads();
+  var final = new URL((ctx.response.raw && ctx.response.raw.url) || opening.url, location.href);
+  var named = /^#order-(\d+)$/.exec(new URL(opening.url, location.href).hash);
+  var banner = document.getElementById("new-orders"), freshBanner = fragment.querySelector("#new-orders");
+  release(target);
+  target.replaceWith(fresh);
+  if (banner) { release(banner); banner.remove(); }
+  var processed = [fresh];
+  if (freshBanner) {
+    fresh.parentElement.insertBefore(freshBanner, document.getElementById("announcer") || fresh);
+    processed.push(freshBanner);
+  }
+  runHooks(fresh);
+  var first = firstRow();
+  var id = options.row != null ? String(options.row) : named ? named[1] : first && first.dataset.id;
+  var row = id && document.getElementById("order-" + id);
+  if (!row) row = first;
+  var address = final.pathname + final.search;
+  if (row && (document.getElementById("less") || row !== first)) address += "#order-" + row.dataset.id;
+  setAddress(address, options.push !== false);
+  opened = true;
+  place = null;
+  shownRow = null;
+  land(row ? row.dataset.id : null);
+  if (!row) window.scrollTo(0, 0);
+  if (row && options.focus) row.focus({ preventScroll: true });
+  setBusy();
+  var result = { row: row, url: address };
+  document.dispatchEvent(new CustomEvent("orders:opened", { detail: result }));
+  opening.opened(result);
+  return processed;
 }
 
 // Back and forward between entries open() made: show the list at that entry's address.
@@ -750,7 +824,6 @@ window.addEventListener("popstate", function (evt) {
 if ("scrollRestoration" in history) history.scrollRestoration = "manual";
 
 export function start() {
-  arm(document);
   goToNamedRow();
   notePlaceSoon();
 }
