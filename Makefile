@@ -51,7 +51,7 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 TYPES_AND_CACHES = $(PYTEST) --collect-only -q -p no:cacheprovider >/dev/null 2>&1 & collect=$$!; \
 	$(BIN)/mypy; types=$$?; wait $$collect; exit $$types
 test: $(VENV)/.dev
-	scripts/ensure-chromium
+	scripts/ensure-browsers
 	scripts/ensure-databases
 	scripts/ensure-haproxy
 	scripts/ensure-patroni
@@ -73,11 +73,14 @@ test-quick: $(VENV)/.dev
 ## test-browser: every browser test (tests/test_browser*.py); BASE_URL=http://host:port [API_TOKEN=...]
 ## runs them against a deployment, each either there or skipped with its reason in one line.
 ## BROWSER_TEST_TIMEOUT bounds each test (seconds): a stall fails with its stack and trace.
+## Against a deployment: Chromium alone (what differs between engines is the front's, tested in all
+## three locally; the deployment's server is what is under test there), on two workers.
 BROWSER_TEST_TIMEOUT ?= 180
+DEPLOYMENT_ARGS = $(if $(BASE_URL),--browser chromium -n $(QUICK_WORKERS))
 test-browser: $(VENV)/.dev
-	scripts/ensure-chromium
+	scripts/ensure-browsers
 	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi
-	$(PYTEST) tests/test_browser*.py -rs --timeout $(BROWSER_TEST_TIMEOUT) \
+	$(PYTEST) tests/test_browser*.py -rs --timeout $(BROWSER_TEST_TIMEOUT) $(DEPLOYMENT_ARGS) \
 		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
 
 ## hunt: the Hypothesis tests (those importing tests/hunt.py) with HUNT times their examples (10

@@ -29,6 +29,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+import gunicorn.glogging
 import gunicorn.util
 
 from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
@@ -41,7 +42,7 @@ _settings = load_or_exit()
 # gunicorn started straight reads WEB_CONCURRENCY, GUNICORN_CMD_ARGS and more before this file:
 # production starts through serve.py, which checks them first (`gunicorn ...` straight still
 # serves development).
-if _settings["APP_ENV"] == PRODUCTION and not started_here(sys.argv[0]):
+if _settings["APP_ENV"] == PRODUCTION and not started_here():
     print(
         "Error: APP_ENV=production starts with `python serve.py [gunicorn options]`, which checks "
         "every setting gunicorn reads before gunicorn does (docs/operations.md)",
@@ -112,12 +113,34 @@ gunicorn.util.write_error = json_error
 # and /metrics, answered by any worker, adds them up (prometheus-client's multiprocess mode). Set
 # here, in the master, before any worker imports prometheus_client. Emptied at start: files of a
 # previous run's workers would be counted again.
+def metrics_directory(given: str) -> str:
+    """`given`, made if missing, emptied of a previous run's files and written to once: or one
+    line and exit status 2 (a file, or /proc/nope, was a traceback in the master or in every
+    worker's first request)."""
+    try:
+        path = Path(given)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        from orders.core.settings import masked
+
+        why = err.strerror or type(err).__name__
+        print(
+            f"Error: METRICS_DIR={masked(given)!r} is not valid: it must be a directory the server can "
+            f"make and write in ({why})",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
+    return given
+
+
 if _settings["METRICS"] == "on":
-    _metrics_dir = _settings["METRICS_DIR"] or tempfile.mkdtemp(prefix="orders-metrics-")
-    for _stale in Path(_metrics_dir).glob("*.db"):
-        _stale.unlink()
-    Path(_metrics_dir).mkdir(parents=True, exist_ok=True)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_directory(
+        _settings["METRICS_DIR"] or tempfile.mkdtemp(prefix="orders-metrics-")
+    )
 
 
 def child_exit(_server: Any, worker: Any) -> None:
@@ -153,25 +176,36 @@ def control_socket_for(configured: str, default: str, binds: list[str]) -> str:
     return os.path.join(os.path.dirname(default), f"gunicorn-{name}.ctl")
 
 
-def on_starting(server: Any) -> None:
-    """Before the master opens its control socket (after its workers start): its own path. And
-    the master's own lines (booting, a worker's death) in the same format as the workers'."""
-    from orders.web.request_log import json_logs
+class Logger(gunicorn.glogging.Logger):  # type: ignore[misc]  # gunicorn has no types
+    """gunicorn's logger, its lines in LOG_FORMAT (JSON lines by default, with the request id)
+    from the first: gunicorn makes one before its first line ("Starting gunicorn") and again
+    at each reload (`kill -HUP`), whose lines were gunicorn's plain text when the format was set
+    in a hook instead."""
 
+    def setup(self, cfg: Any) -> None:
+        from orders.web.request_log import json_logs
+
+        super().setup(cfg)
+        json_logs(self.error_log.handlers, _settings["LOG_FORMAT"])
+        json_logs(self.access_log.handlers, _settings["LOG_FORMAT"])
+
+
+logger_class = Logger
+
+
+def on_starting(server: Any) -> None:
+    """Before the master opens its control socket (after its workers start): its own path."""
     default = server.cfg.settings["control_socket"].default
     server.cfg.set("control_socket", control_socket_for(server.cfg.control_socket, default, server.cfg.bind))
-    json_logs(server.log.error_log.handlers, _settings["LOG_FORMAT"])
 
 
 def post_worker_init(_worker: Any) -> None:
     """An export cut off by the database: the app's one line with the cursor, not a traceback.
-    And the lines of LOGGED, through gunicorn's own error log handlers."""
+    And the lines of LOGGED, through gunicorn's own error log handlers (Logger's: JSON lines)."""
     from orders.exports.stream import QuietInterruptedExports
-    from orders.web.request_log import json_logs
 
     error_log = logging.getLogger("gunicorn.error")
     error_log.addFilter(QuietInterruptedExports())
-    json_logs(error_log.handlers, _settings["LOG_FORMAT"])
     for name, level in LOGGED.items():
         logger = logging.getLogger(name)
         logger.setLevel(level)

@@ -46,8 +46,12 @@ def post_worker_init(worker: Any) -> None:
 
 worker_class = "gevent"
 workers = _settings["WEB_CONCURRENCY"] or 1
-# Connections one worker serves at once: its streams, and a few requests refused beside them.
-worker_connections = _settings["STREAMS_PER_PROCESS"] + 50
+# Connections one worker accepts at once: its streams, the refusals beside them (the front sends
+# up to STREAMS_PER_PROCESS + 50 per worker, STREAM_MAXCONN in docs/operations.md, so one stream
+# too many gets the app's 503 at once), and as many again for streams the front has already
+# closed and this worker has not yet noticed (within changes.TICK_S): with fewer, a connection
+# the front sent waited unaccepted in the backlog while gone clients' streams were let go.
+worker_connections = 2 * (_settings["STREAMS_PER_PROCESS"] + 50)
 # gevent's worker answers gunicorn's heartbeat from its own loop, whatever the streams do.
 timeout = 30
 # A stream has nothing to finish: on a restart its browser opens another within a second (and

@@ -3,9 +3,8 @@
 Headless, Debian's `chromium-headless-shell` (the "old headless" build: the same Blink and V8
 without the browser around them, no GPU process) is what Playwright itself launches for headless
 runs when it has downloaded its browsers; Playwright's download is not reachable from every
-machine, Debian's package is. Measured on this 2-core machine, tests/test_browser_phone.py (22
-tests), CPU of the whole process tree: 47.4 s with the shell against 80.1 s with the full
-`chromium --headless` (docs/testing.md, "Where the time goes"). Headed (pytest's `--headed`, to
+machine, Debian's package is. Without the browser around it, a test run costs about 0.6x the CPU
+of the full `chromium --headless` (docs/testing.md, "Where the time goes"). Headed (pytest's `--headed`, to
 watch a test) needs the full browser. The frame bench (bench/browser_level.py) launches the full
 browser on purpose (headless=False): it measures what a phone's browser draws, GPU process and all.
 """

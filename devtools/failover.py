@@ -10,6 +10,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 
@@ -144,11 +145,11 @@ class Writers(Load):
             time.sleep(self.pause)
 
     def _send(
-        self, http: requests.Session, method: str, path: str, **kwargs: object
+        self, http: requests.Session, method: str, path: str, **kwargs: Any
     ) -> requests.Response | None:
         sent = time.monotonic()
         try:
-            response = http.request(method, f"{self.base}{path}", timeout=TIMEOUT, **kwargs)  # type: ignore[arg-type]
+            response = http.request(method, f"{self.base}{path}", timeout=TIMEOUT, **kwargs)
         except requests.RequestException:
             response = None
         self._record(sent, method, response)

@@ -105,15 +105,7 @@ def gunicorn(
         process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while not _healthy(base, ready_path):
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"gunicorn exited with {process.returncode}: {log_path.read_text()[-2000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn did not answer {ready_path} within 30 s")
-            time.sleep(0.1)
+        deadline = wait_until_answering(process, base, ready_path, log_path, "gunicorn")
         master = psutil.Process(process.pid)
         # Workers boot one by one: wait until all of them are there.
         while len(master.children()) < workers and time.monotonic() < deadline:
@@ -121,6 +113,21 @@ def gunicorn(
         yield base, master
     finally:
         stop_process(process)
+
+
+def wait_until_answering(
+    process: subprocess.Popen[bytes], base: str, path: str, log_path: Path, name: str, bound_s: float = 30
+) -> float:
+    """Wait until `base + path` answers 200 (bounded); a server that exits or does not answer in
+    time is an error quoting its log's end. Returns the deadline, for what waits after it."""
+    deadline = time.monotonic() + bound_s
+    while not _healthy(base, path):
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode}: {log_path.read_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not answer {path} within {bound_s:.0f} s")
+        time.sleep(0.1)
+    return deadline
 
 
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:

@@ -498,7 +498,8 @@ class Databases:
                 f" WHERE state = 'streaming' {replayed}",
                 "postgres",  # the app's database may not be made yet
             )
-            return {str(name) for name in names}  # type: ignore[attr-defined]
+            if isinstance(names, list):  # array_agg: a list
+                return {str(name) for name in names}
         return set()
 
     def wait_for_standbys(self, timeout: float = 30) -> None:
