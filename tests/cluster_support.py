@@ -29,7 +29,7 @@ from devtools.failover import Readers, Writers
 from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.replicas.lsn import parse_lsn
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 
 from .databases import unavailable
 from .fixtures import SECRET
@@ -168,7 +168,7 @@ def served(response: requests.Response) -> tuple[str, int | None]:
 
 def expected_ids(engine: Engine, sort: str = "newest") -> list[int]:
     with Session(engine) as session:
-        return list(session.scalars(select(Order.id).order_by(*KEYSETS[sort].order_by())))
+        return list(session.scalars(select(Order.id).order_by(*LIBRARY_SORTS[sort].order_by())))
 
 
 class Walk:

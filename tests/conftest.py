@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import random
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,16 +18,16 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from devtools.chromium import chromium_executable
 from orders.data.db import make_engine
 from pagination import CursorCodec
 
 # One Patroni cluster per module that asks for it (tests/test_cluster.py, tests/test_failover.py):
 # `cluster`, its leader's engine `primary`, and freshly seeded `orders` on every node.
+from . import browsers, webkit
 from .cluster_support import PATRONI_LANE_A, PATRONI_LANE_B, cluster, orders, primary  # noqa: F401
-from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database, unavailable
+from .databases import APP_ENGINES, ENGINES, SERVERS, migrated_database
 from .fixtures import SECRET, clear, make_app  # one definition each; test modules import them from .fixtures
-from .live import BROWSER_ENGINES, REMOTE_URL, LiveServer
+from .live import BROWSER_ENGINES, REMOTE_URL, LiveServer, RemoteTarget
 
 # --- Module order: the file order, or shuffled with a seed that is printed --------------------
 
@@ -54,6 +56,9 @@ QUICK_LEAVES_OUT = {
     "test_front.py",  # the shipped front (haproxy) and gunicorn
     "test_front_attacks.py",
     "test_hangs.py",  # frozen servers of its own
+    "test_health.py",  # a PostgreSQL cluster and a Redis of its own, taken away
+    # The documented production processes: gunicorn twice, haproxy, PostgreSQL and Redis.
+    "test_production_start.py::test_the_documented_production_processes_start_serve_and_log_json",
     "test_replica_decode.py",  # replicas
     "test_replica_diverged.py",
     "test_replica_restarted.py",
@@ -150,9 +155,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = [item for item in items if id(item) in kept]
+    _in_its_engines(config, items)
     if REMOTE_URL:
-        for item in items:
-            _local_only_against_a_deployment(item)
+        _once_against_a_deployment(config, items)
     seed = _module_seed(config)
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
@@ -173,6 +178,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_LaneModulesWhole(), "lane-modules-whole")
+    config.addinivalue_line("markers", "engines(*names): the engines beyond Chromium a browser test runs in")
+    # Every browser test is collected in each engine (pytest-playwright's browser_name), and
+    # _in_its_engines keeps those its `engines` mark names; `--browser NAME` narrows the run.
+    if not config.option.browser:
+        config.option.browser = list(browsers.ENGINES)
+
+
+def _in_its_engines(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselects a browser test's run in an engine it is not marked for (tests/browsers.py), and
+    its runs on PostgreSQL (ROWS_MOVING) but in Chromium: what differs between databases is the
+    server's, the same bytes to every browser (tests/live.py BROWSER_ENGINES)."""
+    left_out = [
+        item
+        for item in items
+        if browsers.engine_of(item) not in (None, *browsers.engines_of(item))
+        or (
+            browsers.engine_of(item) not in (None, "chromium")
+            and _engine_of(item.nodeid) not in ("", "sqlite")
+        )
+    ]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        dropped = {id(item) for item in left_out}
+        items[:] = [item for item in items if id(item) not in dropped]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The browser tests' outcomes per engine, the run's last line but one. Against a deployment,
+    also written to test-results/deployment-run.json, whence docs/testing.md's figures come
+    (tests/deployment_run.py)."""
+    if REMOTE_URL and not hasattr(terminalreporter.config, "workerinput"):
+        from . import deployment_run
+
+        started = getattr(terminalreporter, "_session_start", None)
+        seconds = time.time() - (started.time if started is not None else time.time())
+        engines = list(terminalreporter.config.option.browser)
+        run = deployment_run.record(terminalreporter.stats, seconds, REMOTE_URL, engines)
+        deployment_run.RESULTS.parent.mkdir(exist_ok=True)
+        deployment_run.RESULTS.write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n")
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in ("passed", "failed", "skipped", "xfailed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if getattr(report, "when", "call") != "call" and outcome == "passed":
+                continue
+            engine = _browser_of(report.nodeid) if "browser" in getattr(report, "keywords", {}) else ""
+            if engine:
+                counts.setdefault(engine, {}).setdefault(outcome, 0)
+                counts[engine][outcome] += 1
+    if counts:
+        terminalreporter.write_line(
+            "browser tests per engine: "
+            + "; ".join(
+                f"{engine} " + ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts[engine].items()))
+                for engine in browsers.ENGINES
+                if engine in counts
+            )
+        )
 
 
 class _LaneModulesWhole:
@@ -201,18 +263,28 @@ class _LaneModulesWhole:
         items[:] = placed
 
 
-def _local_only_against_a_deployment(item: pytest.Item) -> None:
-    """BASE_URL (QA): a browser test runs against the deployment only where its module takes the
-    deployment's `live` (tests/live.py remote_live); every other browser test would start an app of
-    its own, so it is skipped with the reason in one line."""
-    if not item.get_closest_marker("browser"):
-        return
-    module = getattr(item, "module", None)
-    if module is not None and getattr(module, "remote_live", None) is not None:
-        return
-    item.add_marker(
-        pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: starts its own app and data")
-    )
+def _once_against_a_deployment(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """BASE_URL (QA): every browser test runs against the deployment, its `live` the deployment's
+    (tests/live.py RemoteTarget); what a test needs that the deployment does not give skips it
+    there, naming the need (tests/live.py given, engine_of). A test parametrized by local database
+    engine runs once: the deployment has one database, whatever the parameter says."""
+    seen: set[str] = set()
+    left_out = []
+    for item in items:
+        if not item.get_closest_marker("browser"):
+            continue
+        if item.nodeid.startswith("tests/test_browser_deployment.py"):
+            left_out.append(item)  # it starts a server and runs this very run at it: not a test of one
+            continue
+        name, _, params = item.nodeid.partition("[")
+        once = name + "-".join(part for part in params.split("-") if part.rstrip("]") not in ENGINES)
+        if once in seen:
+            left_out.append(item)
+        seen.add(once)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        dropped = {id(item) for item in left_out}
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -238,7 +310,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             lane = _patroni_lane(config.rootpath / module)
             if lane:
                 return lane
-            return f"{module}::{_engine_of(nodeid)}" if _BROWSER_MODULE.fullmatch(module) else module
+            if not _BROWSER_MODULE.fullmatch(module):
+                return module
+            # Per database engine and per browser: each browser's share on a worker of its own.
+            browser = next(
+                (e for e in browsers.ENGINES if nodeid.endswith(f"{e}]") or f"-{e}-" in nodeid), ""
+            )
+            return f"{module}::{_engine_of(nodeid)}::{browser}"
 
     return ByModule(config, log)
 
@@ -255,6 +333,12 @@ def _engine_of(nodeid: str) -> str:
     """The engine id among a test's parameters ("" for none), read off its node id."""
     params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
     return next((part for part in params.split("-") if part in ENGINES), "")
+
+
+def _browser_of(nodeid: str) -> str:
+    """The browser engine among a test's parameters ("" for none), read off its node id."""
+    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
+    return next((part for part in params.split("-") if part in browsers.ENGINES), "")
 
 
 @functools.cache
@@ -341,29 +425,35 @@ def codec() -> CursorCodec:
     return CursorCodec(SECRET)
 
 
-# --- Chromium for pytest-playwright -------------------------------------------------------
+# --- The browsers for pytest-playwright (tests/browsers.py) ---------------------------------------
 
 
 @pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """Debian's Chromium, its headless shell unless --headed (devtools/chromium.py; Playwright's
-    own download is unreachable here), else Playwright's."""
-    args = dict(browser_type_launch_args)
-    chromium = chromium_executable(headless=args.get("headless", True))
-    if chromium:
-        args["executable_path"] = chromium
-    elif not list(Path.home().glob(".cache/ms-playwright/chromium-*")):
-        unavailable("Chromium", "install Debian's 'chromium' package (make test does it as root)")
-    args["args"] = [
-        *args.get("args", []),
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-    ]
-    return args
+def browser_type_launch_args(
+    browser_type_launch_args: dict[str, Any], browser_name: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Debian's build of the engine (Chromium's headless shell unless --headed; Firefox ESR in
+    Playwright's WebDriver BiDi mode); Playwright's own download is unreachable here."""
+    return browsers.launch_args(browser_name, browser_type_launch_args, tmp_path_factory.mktemp("browser"))
+
+
+@pytest.fixture(scope="session")
+def webkit_driver() -> Iterator[webkit.Driver]:
+    """WebKitGTK's WebDriver under Xvfb, one per worker (tests/webkit.py)."""
+    browsers.require_webkit()
+    driver = webkit.Driver()
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+def page(request: pytest.FixtureRequest, browser_name: str) -> Iterator[Any]:
+    """pytest-playwright's page in Chromium and Firefox; in WebKit the adapter's (tests/webkit.py)."""
+    if browser_name == "webkit":
+        with request.getfixturevalue("webkit_driver").page() as page:
+            yield page
+        return
+    yield request.getfixturevalue("context").new_page()
 
 
 # --- The Flask app on each engine ----------------------------------------------------------
@@ -389,13 +479,22 @@ def client(app: Flask) -> FlaskClient:
 
 @pytest.fixture(scope="session", params=BROWSER_ENGINES)
 def live_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if REMOTE_URL:  # a deployment's own database: none made here
+        yield ""
+        return
     with migrated_database(request.param, tmp_path_factory.mktemp("live"), "live") as url:
         yield url
 
 
 @pytest.fixture
-def live(live_db_url: str) -> Iterator[LiveServer]:
-    """A running app on an empty database; tests may change app.config (read per request)."""
+def live(live_db_url: str) -> Iterator[LiveServer | RemoteTarget]:
+    """A running app on an empty database; tests may change app.config (read per request).
+    Against a deployment (BASE_URL), the deployment as it is."""
+    if REMOTE_URL:
+        target = RemoteTarget(REMOTE_URL)
+        yield target
+        target.clean_up()  # what the test wrote through the API
+        return
     app = make_app(live_db_url)
     try:
         clear(app.extensions["engine"])

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from devtools.databases import create_database, drop_database
-from devtools.pgserver import Server, ServerUnavailable, wheel_bindir
+from devtools.pgserver import Server, ServerUnavailable, debian_bindir, wheel_bindir
 
 ENGINES = ["sqlite", "postgresql", "postgresql18", "mysql"]
 # The engines the app's HTTP contract runs on (conftest's db_url: test_api, test_pages, test_find,
@@ -65,6 +65,35 @@ def unavailable(what: str, why: str) -> NoReturn:
     pytest.skip(f"SKIPPED LOUDLY: {message}")
 
 
+def _unique_name(label: str) -> str:
+    """A database name no other test process picks (its pid) nor this one twice."""
+    return f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def _created(kind: str, server: str, name: str) -> str:
+    """The URL of database `name`, created on `kind`'s server; a server that cannot is
+    unavailable (its tests skip loudly, or fail in CI)."""
+    try:
+        return create_database(server, name)
+    except Exception as err:
+        shown = make_url(server).render_as_string(hide_password=True)
+        unavailable(kind, f"{shown}: {str(err).splitlines()[0]}")
+
+
+def own_postgresql(prefix: str) -> tuple[Server, Path]:
+    """A throwaway PostgreSQL cluster of the test's own, of Debian's binaries, started; and those
+    binaries, for another cluster beside it. Unavailable without them."""
+    bindir = debian_bindir()
+    if bindir is None:
+        unavailable(
+            "PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)"
+        )
+    try:
+        return Server.started(bindir, prefix=prefix), bindir
+    except ServerUnavailable as err:
+        unavailable("a throwaway PostgreSQL cluster", str(err))
+
+
 @contextmanager
 def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[str]:
     """Yield the URL of a new, empty database of `kind`; drop it afterwards."""
@@ -72,12 +101,8 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
         yield f"sqlite:///{tmp_dir / f'{label}-{uuid.uuid4().hex[:8]}.db'}"
         return
     server = server_url(kind)
-    name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    try:
-        url = create_database(server, name)
-    except Exception as err:
-        shown = make_url(server).render_as_string(hide_password=True)
-        unavailable(kind, f"{shown}: {str(err).splitlines()[0]}")
+    name = _unique_name(label)
+    url = _created(kind, server, name)
     try:
         yield url
     finally:
@@ -88,9 +113,9 @@ def throwaway_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[s
 def migrated_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[str]:
     """Yield the URL of a new, empty database of `kind` at the newest migration; drop it
     afterwards. A copy of this process's migrated template (`_template`): migrating once per
-    engine and test process, not once per fixture (median of 5 on a busy machine: PostgreSQL
-    0.20 s against a migration's 0.49 s, MariaDB 0.18 s against 0.73 s). A test about the
-    migrations themselves takes `throwaway_database` and migrates."""
+    engine and test process, not once per fixture, since a copy is one statement and a
+    migration is every migration's. A test about the migrations themselves takes
+    `throwaway_database` and migrates."""
     if kind == "sqlite":
         path = tmp_dir / f"{label}-{uuid.uuid4().hex[:8]}.db"
         shutil.copyfile(_template(kind), path)
@@ -98,7 +123,7 @@ def migrated_database(kind: str, tmp_dir: Path, label: str = "t") -> Iterator[st
         return
     template = _template(kind)
     server = server_url(kind)
-    name = f"keyset_{label}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    name = _unique_name(label)
     url = make_url(server).set(database=name).render_as_string(hide_password=False)
     try:
         _copy(server, template, name)
@@ -123,12 +148,8 @@ def _template(kind: str) -> str:
         location = f"{directory}/template.db"
     else:
         server = server_url(kind)
-        location = f"keyset_template_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-        try:
-            url = create_database(server, location)
-        except Exception as err:
-            shown = make_url(server).render_as_string(hide_password=True)
-            unavailable(kind, f"{shown}: {str(err).splitlines()[0]}")
+        location = _unique_name("template")
+        url = _created(kind, server, location)
         # Registered after the server's own stop (postgresql18): runs before it, at exit.
         atexit.register(drop_database, server, location)
     engine = make_engine(url)

@@ -439,10 +439,10 @@ class Popen:
         text=True. TimeoutExpired leaves what was read for the next call, as Popen does."""
         deadline = None if timeout is None else time.monotonic() + timeout
         pipes = {"stdout": self.stdout, "stderr": self.stderr}
+        open_pipes = {name: pipe for name, pipe in pipes.items() if pipe is not None and not pipe.closed}
         with selectors.DefaultSelector() as selector:
-            for name, pipe in pipes.items():
-                if pipe is not None and not pipe.closed:
-                    selector.register(pipe, selectors.EVENT_READ, name)
+            for name, pipe in open_pipes.items():
+                selector.register(pipe, selectors.EVENT_READ, name)
             while selector.get_map():
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -453,7 +453,7 @@ class Popen:
                         self._read[key.data].append(chunk)
                     else:
                         selector.unregister(key.fileobj)
-                        key.fileobj.close()  # type: ignore[union-attr]
+                        open_pipes[key.data].close()
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._output("stdout"), self._output("stderr")
 

@@ -7,20 +7,23 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, select, text
 from sqlalchemy.orm import Session
 
 from orders.data.models import ORDER_WORDS, Order
 from orders.data.seed import seed_orders
+from orders.writing import grammar
 from pagination import CursorCodec, Keyset, Page, paginate
 
 # At home with the library's tests (which import no app); re-exported for the app's tests.
+from .library import analyze as analyze
 from .library import plan_nodes as plan_nodes
 from .library import statements_of as statements_of
 
@@ -187,3 +190,44 @@ def link(html: str, rel: str) -> str | None:
         return None
     fields = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]+)">', form.group(2))
     return form.group(1) + "?" + urlencode(fields)
+
+
+def _a_name(raw: str) -> bool:
+    try:
+        grammar.customer_name(raw)
+    except grammar.GrammarError:
+        return False
+    return True
+
+
+def name_strategies(letters: str, max_size: int) -> tuple[st.SearchStrategy[str], st.SearchStrategy[str]]:
+    """Text as a client may send it for a name (`letters` and any other character but surrogates,
+    controls and line breaks), and of that text what the API takes as a customer's name, as it
+    stores it (grammar.customer_name)."""
+    raw = st.text(
+        st.one_of(st.sampled_from(letters), st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp"))),
+        min_size=1,
+        max_size=max_size,
+    )
+    return raw, raw.filter(_a_name).map(grammar.customer_name)
+
+
+def walk_api(
+    client: Any, between_pages: Callable[[], None] | None = None, **params: Any
+) -> list[dict[str, Any]]:
+    """Every item of /api/orders with `params`, page after page by next_cursor, each answer a 200
+    whose cursors agree with has_more and has_previous. `between_pages()`, if given, runs before
+    each next page is asked for: the writes of others while the reader reads."""
+    items: list[dict[str, Any]] = []
+    response = client.get("/api/orders", query_string=params)
+    while True:
+        assert response.status_code == 200, response.json
+        body = response.json
+        assert body["has_more"] == (body["next_cursor"] is not None)
+        assert body["has_previous"] == (body["prev_cursor"] is not None)
+        items += body["items"]
+        if not body["has_more"]:
+            return items
+        if between_pages is not None:
+            between_pages()
+        response = client.get("/api/orders", query_string={**params, "after": body["next_cursor"]})

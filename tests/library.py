@@ -7,12 +7,12 @@ tested as its own distribution.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, MetaData, create_engine, event, insert, inspect, text
 from sqlalchemy.orm import Session
 
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, paginate
@@ -23,8 +23,15 @@ CODEC = CursorCodec("library-tests-secret-library-tests-secret")
 
 
 @contextmanager
-def library_engine(kind: str, tmp_dir: Path, label: str = "lib") -> Iterator[Engine]:
-    """An engine on a new, empty database of `kind` (dropped afterwards); no app schema in it."""
+def library_engine(
+    kind: str,
+    tmp_dir: Path,
+    label: str = "lib",
+    schema: MetaData | None = None,
+    rows: Mapping[Any, list[dict[str, Any]]] | None = None,
+) -> Iterator[Engine]:
+    """An engine on a new, empty database of `kind` (dropped afterwards); no app schema in it.
+    With `schema`, its tables are made, then `rows` inserted, table by table in their order."""
     with throwaway_database(kind, tmp_dir, label) as url:
         connect_args: dict[str, Any] = {}
         if family(kind) == "postgresql":
@@ -33,6 +40,12 @@ def library_engine(kind: str, tmp_dir: Path, label: str = "lib") -> Iterator[Eng
             connect_args = {"connect_timeout": 5, "charset": "utf8mb4"}
         engine = create_engine(url, connect_args=connect_args)
         try:
+            if schema is not None:
+                schema.create_all(engine)
+            if rows:
+                with engine.begin() as conn:
+                    for table, values in rows.items():
+                        conn.execute(insert(table), values)
             yield engine
         finally:
             engine.dispose()
@@ -56,7 +69,7 @@ def unpaged(executor: Any, stmt: Any, sort: Keyset) -> list[Any]:
 
     On MariaDB with its derived tables, views and CTEs materialized rather than merged: merged,
     MariaDB 10.11 drops rows from a SELECT DISTINCT ordered by a column and then an expression it
-    selects (pagination/statement.py, `by_item`), and the rows paging is compared with must not
+    selects (pagination/planning.py, `by_item`), and the rows paging is compared with must not
     have the engine's bug."""
     bind = executor.get_bind(clause=stmt) if isinstance(executor, Session) else executor
     unmerged = bind.dialect.name in ("mysql", "mariadb")
@@ -178,3 +191,14 @@ def plan_nodes(node: Any) -> Iterator[dict[str, Any]]:
     elif isinstance(node, list):
         for value in node:
             yield from plan_nodes(value)
+
+
+def analyze(db: Session | Connection, *tables: str) -> None:
+    """Statistics on `tables` as a live server keeps them (PostgreSQL's ANALYZE, MariaDB's
+    ANALYZE TABLE), for plans a server would choose; SQLite as the app leaves it (no
+    sqlite_stat1)."""
+    dialect = db.get_bind().dialect.name if isinstance(db, Session) else db.dialect.name
+    if dialect == "postgresql":
+        db.execute(text(f"ANALYZE {', '.join(tables)}"))
+    elif dialect in ("mysql", "mariadb"):
+        db.execute(text(f"ANALYZE TABLE {', '.join(tables)}"))

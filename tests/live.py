@@ -172,6 +172,9 @@ ROWS_MOVING: Any = (
 )
 
 
+_WRITES: dict[str, bool] = {}  # per deployment: whether it took this run's writes
+
+
 class RemoteTarget:
     """A deployment the tests did not start: no app object, no database handle, its own data.
 
@@ -187,6 +190,7 @@ class RemoteTarget:
         self.token = os.environ.get("API_TOKEN", "")
         self._writes: bool | None = None
         self._settings: dict[str, Any] | None = None
+        self.created: list[int] = []  # this test's orders, deleted by clean_up
 
     def settings(self) -> dict[str, Any]:
         """The deployment's reader settings (PAGE_SIZE, AUTO_PAGES, ...: orders/views/health.py
@@ -211,19 +215,31 @@ class RemoteTarget:
             return err.code, None
 
     def require_writes(self, why: str) -> None:
-        """Skip (loudly) unless the deployment accepts this run's writes."""
+        """Skip (loudly) unless the deployment accepts this run's writes (asked once a run: its
+        writes are rate-limited, RATELIMIT_WRITES)."""
+        if self._writes is None:
+            self._writes = _WRITES.get(self.url)
         if self._writes is None:
             status, body = self._request("POST", "/api/orders", {"customer": "QA probe", "amount": "0.01"})
-            self._writes = status == 201
+            self._writes = _WRITES[self.url] = status == 201
             if self._writes:
                 self._request("DELETE", f"/api/orders/{body['id']}")
         if not self._writes:
             pytest.skip(f"WRITES REFUSED by {self.url} (set API_TOKEN to one of its API_TOKENS): {why}")
 
-    def create(self, customer: str, amount: str = "1.00") -> int:
-        status, body = self._request("POST", "/api/orders", {"customer": customer, "amount": amount})
+    def create(self, customer: str, amount: str = "1.00", **fields: str) -> int:
+        """An order through the API (fields: status, created_at), deleted by clean_up."""
+        body = {"customer": customer, "amount": amount, **fields}
+        status, body = self._request("POST", "/api/orders", body)
         assert status == 201, status
+        self.created.append(int(body["id"]))
         return int(body["id"])
+
+    def clean_up(self) -> None:
+        """Deletes the orders this test created."""
+        for order_id in self.created:
+            self.delete(order_id)
+        self.created.clear()
 
     def delete(self, order_id: int) -> None:
         status, _ = self._request("DELETE", f"/api/orders/{order_id}")
@@ -269,8 +285,104 @@ COVERED = """() => {
 
 
 def engine_of(live: Any) -> Any:
-    """The engine of a local live server's app (remote targets have none)."""
+    """The engine of a local live server's app. A deployment has none to hand: a test reaching
+    for it there is skipped, saying so (it reads or writes the database itself)."""
+    if getattr(live, "app", None) is None:
+        pytest.skip(f"LOCAL ONLY against {live.url}: reads or writes the database directly")
     return live.app.extensions["engine"]
+
+
+# Settings a test asking for many asks for "no limit" by: a deployment with as many or more gives
+# the same reader (AUTO_PAGES: the loads before a "Load more" button asks).
+AT_LEAST = {"AUTO_PAGES": 1000}
+
+
+def given(live: Any, orders: int, **config: Any) -> list[int] | None:
+    """Locally: the app configured so and `orders` orders seeded (their ids). Against a
+    deployment: its own orders as they are, and its settings (/healthz/settings) must be these,
+    else the test is skipped naming the setting it needs."""
+    from .helpers import seed
+
+    if getattr(live, "app", None) is not None:
+        live.app.config.update(config)
+        return seed(live.app.extensions["engine"], orders) if orders else []
+    has = live.settings()
+    for name, wanted in config.items():
+        if name not in has:
+            pytest.skip(f"NEEDS {name}={wanted}: {live.url} does not expose {name} at /healthz/settings")
+        if name == "NEW_ORDERS_POLL_SECONDS" and has.get("STREAMS_PER_PROCESS", 0) > 0:
+            continue  # locally a short poll brings new orders at once; a deployment's stream does
+        if has[name] != wanted and not (name in AT_LEAST and has[name] >= wanted >= AT_LEAST[name]):
+            pytest.skip(f"NEEDS {name}={wanted} ({live.url} runs {name}={has[name]})")
+    return None
+
+
+def add_new_orders(live: Any, customers: list[str]) -> list[int]:
+    """Orders newer than every other, one per customer, in this order (the last the newest):
+    locally in the database, on a deployment through its API (deleted after the test)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from .helpers import add_orders
+
+    if getattr(live, "app", None) is not None:
+        now = dt.datetime.now(dt.UTC)
+        rows = [
+            (now + dt.timedelta(minutes=m + 1), c, Decimal("1.00"), "paid") for m, c in enumerate(customers)
+        ]
+        return add_orders(live.app.extensions["engine"], rows)
+    live.require_writes("adds new orders")
+    return [live.create(customer) for customer in customers]
+
+
+def add_orders_to(live: Any, rows: list[tuple[Any, str, Any, str]]) -> list[int]:
+    """These orders (created_at, customer, amount, status), their ids: locally in the database,
+    on a deployment through its API (deleted after the test)."""
+    import datetime as dt
+
+    from .helpers import add_orders
+
+    if getattr(live, "app", None) is not None:
+        return add_orders(live.app.extensions["engine"], rows)
+    live.require_writes("writes orders of its own")
+    # The API takes no time in the future: an order meant newer than all is made now, the newest.
+    now = dt.datetime.now(dt.UTC)
+    past = [{"created_at": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")} if t < now else {} for t, *_ in rows]
+    return [live.create(c, str(a), status=s, **when) for (_, c, a, s), when in zip(rows, past, strict=True)]
+
+
+def newest_ids(live: Any, count: int) -> list[int]:
+    """The ids of the `count` newest orders, through the JSON API's own walk (any deployment)."""
+    return [int(row["id"]) for row in api_rows(live.url, count)]
+
+
+def api_json(live: Any, path: str, **query: str) -> dict[str, Any]:
+    """The JSON answer of the live server's `path` with `query`."""
+    import urllib.parse
+
+    with urllib.request.urlopen(f"{live.url}{path}?{urllib.parse.urlencode(query)}", timeout=10) as r:
+        return dict(json.load(r))
+
+
+def api_first(live: Any, **query: str) -> dict[str, Any]:
+    """The first order of the JSON API's list as `query` asks (sort, status, q, to, after)."""
+    return dict(api_json(live, "/api/orders", **query, limit="1")["items"][0])
+
+
+def api_rows(base: str, count: int, **query: str) -> list[dict[str, Any]]:
+    """The first `count` orders, newest first (or as `query` sorts), through the JSON API."""
+    import urllib.parse
+
+    rows: list[dict[str, Any]] = []
+    query = {**query, "limit": "100"}
+    while len(rows) < count:
+        with urllib.request.urlopen(f"{base}/api/orders?{urllib.parse.urlencode(query)}", timeout=10) as r:
+            body = json.load(r)
+        rows += body["items"]
+        if not body["next_cursor"]:
+            break
+        query["after"] = body["next_cursor"]
+    return rows[:count]
 
 
 def screen_rows(page: Page) -> list[tuple[str, int]]:
@@ -319,7 +431,7 @@ SETTLED_MS = 400
 
 def put_on_top(page: Page, order_id: str) -> None:
     """Scrolls so that the row is the first in view, and waits for the address bar to follow."""
-    from playwright.sync_api import expect
+    from .browsers import expect
 
     # Again on every frame until it has held for SETTLED_MS: a wheel event the test sent earlier
     # can still be queued (Playwright's wheel does not wait for the scroll) or gliding, and would

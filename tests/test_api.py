@@ -12,28 +12,14 @@ from decimal import Decimal
 import pytest
 
 from .fixtures import authorized_client, with_token
-from .helpers import BASE, add_orders, seed_ties
+from .helpers import BASE, add_orders, seed_ties, walk_api
 
 pytestmark = pytest.mark.usefixtures("app")
 
 
 @pytest.fixture
-def client(app):  # type: ignore[no-untyped-def]
+def client(app):
     return authorized_client(with_token(app))
-
-
-def walk(client, **params):
-    items = []
-    response = client.get("/api/orders", query_string=params)
-    while True:
-        assert response.status_code == 200, response.json
-        body = response.json
-        assert body["has_more"] == (body["next_cursor"] is not None)
-        assert body["has_previous"] == (body["prev_cursor"] is not None)
-        items += body["items"]
-        if not body["has_more"]:
-            return items
-        response = client.get("/api/orders", query_string={**params, "after": body["next_cursor"]})
 
 
 def test_items_have_the_contract_shape(client, engine):
@@ -57,14 +43,14 @@ def test_walk_returns_every_row_once_in_order_for_each_sort_and_filter(client, e
     for sort in ("newest", "oldest", "amount", "customer"):
         for status in (None, "paid"):
             params = {"sort": sort, "limit": 7, **({"status": status} if status else {})}
-            items = walk(client, **params)
+            items = walk_api(client, **params)
             got = [int(i["id"]) for i in items]
             assert len(got) == len(set(got))
             if status is None:
                 assert sorted(got) == sorted(ids)
             else:
                 assert {i["status"] for i in items} == {status}
-    newest = walk(client, limit=7)
+    newest = walk_api(client, limit=7)
     keys = [(i["created_at"], int(i["id"])) for i in newest]
     assert keys == sorted(keys, reverse=True)
 
@@ -74,13 +60,8 @@ def test_walk_while_others_insert_and_delete(client, engine):
     rng = random.Random(7)
     existing = set(ids)
     deleted: set[int] = set()
-    seen: list[dict] = []
-    response = client.get("/api/orders", query_string={"limit": 9})
-    while True:
-        body = response.json
-        seen += body["items"]
-        if not body["has_more"]:
-            break
+
+    def others_write() -> None:
         # Someone inserts: newer than everything, tied with rows ahead, and behind the reader.
         for minutes in (-1, rng.randint(0, 18), 30):
             created = (BASE - dt.timedelta(minutes=minutes)).isoformat()
@@ -92,7 +73,8 @@ def test_walk_while_others_insert_and_delete(client, engine):
         for victim in rng.sample(sorted(existing - deleted), 2):
             assert client.delete(f"/api/orders/{victim}").status_code == 204
             deleted.add(victim)
-        response = client.get("/api/orders", query_string={"limit": 9, "after": body["next_cursor"]})
+
+    seen = walk_api(client, others_write, limit=9)
     got = [int(i["id"]) for i in seen]
     assert len(got) == len(set(got)), "a row was returned twice"
     assert set(ids) - deleted <= set(got), "a row that existed throughout was skipped"
@@ -102,7 +84,7 @@ def test_walk_while_others_insert_and_delete(client, engine):
 
 def test_previous_pages_walk_back_to_the_first(client, engine):
     seed_ties(engine, 45)
-    forward = walk(client, limit=10)
+    forward = walk_api(client, limit=10)
     body = client.get("/api/orders", query_string={"limit": 10}).json
     while body["has_more"]:
         last = body
@@ -120,7 +102,7 @@ def test_cursor_of_a_deleted_row_still_continues_the_walk(client, engine):
     first = client.get("/api/orders", query_string={"limit": 10}).json
     client.delete(f"/api/orders/{first['items'][-1]['id']}")  # the row the cursor points at
     second = client.get("/api/orders", query_string={"limit": 10, "after": first["next_cursor"]}).json
-    full = walk(client, limit=30)
+    full = walk_api(client, limit=30)
     expected_ids = [i["id"] for i in full]
     assert [i["id"] for i in second["items"]] == expected_ids[9:19]
 
@@ -306,7 +288,7 @@ def test_unknown_routes_and_methods_are_json_errors(client):
 def test_an_empty_page_still_leads_back(client, engine):
     seed_ties(engine, 30)
     first = client.get("/api/orders", query_string={"limit": 10}).json
-    everything = walk(client, limit=30)
+    everything = walk_api(client, limit=30)
     for item in everything[10:]:  # someone deletes every row after the cursor
         client.delete(f"/api/orders/{item['id']}")
     empty = client.get("/api/orders", query_string={"limit": 10, "after": first["next_cursor"]}).json

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -367,3 +368,186 @@ def test_a_patroni_lanes_modules_run_whole() -> None:
     modules = [line.split("::")[0] for line in listed.splitlines() if "::" in line]
     runs = [module for i, module in enumerate(modules) if i == 0 or modules[i - 1] != module]
     assert len(modules) > len(lanes) and sorted(runs) == sorted(set(modules)), runs
+
+
+# --- The library's one door, and modules a reader can hold ----------------------------------
+
+# What the library publishes: the package (its __all__) and the async entry points. Every other
+# module of pagination/ is its own business, free to change without a caller noticing.
+PUBLIC_LIBRARY_MODULES = {"pagination", "pagination.asyncio"}
+# Tests of the library's own machinery that reach behind the door, and why.
+BEHIND_THE_DOOR = {
+    "tests/test_library_shapes.py": "counts the plan cache's entries (planning.PLANS): no public name",
+}
+MAX_MODULE_LINES = 450
+
+
+def _outside_the_library() -> list[Path]:
+    return [ROOT / p for p in _tracked() if p.endswith(".py") and not p.startswith("pagination/")]
+
+
+def private_library_imports(path: Path) -> set[str]:
+    """The modules of pagination/ other than its public ones that `path` imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name.split(".")[0] != "pagination" or name in PUBLIC_LIBRARY_MODULES:
+                continue
+            # `from pagination import Page` names a public object, `from pagination import values` a module.
+            if (ROOT / Path(*name.split("."))).with_suffix(".py").exists():
+                found.add(name)
+    return found
+
+
+def test_nothing_outside_the_library_imports_its_private_modules() -> None:
+    reaching = {}
+    for path in _outside_the_library():
+        relative = str(path.relative_to(ROOT))
+        found = private_library_imports(path)
+        if found and relative not in BEHIND_THE_DOOR:
+            reaching[relative] = sorted(found)
+    assert not reaching, f"import pagination's public names (pagination.__all__) instead: {reaching}"
+    assert all((ROOT / p).exists() for p in BEHIND_THE_DOOR), "BEHIND_THE_DOOR names a file that is gone"
+
+
+def test_the_door_check_sees_a_private_import(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import pagination.statement\n"
+        "from pagination import Page, values\n"
+        "from pagination.values import to_cursor\n"
+        "from pagination.asyncio import paginate\n"
+    )
+    assert private_library_imports(planted) == {"pagination.statement", "pagination.values"}
+
+
+@pytest.mark.parametrize("folder", ["orders/finding", "pagination"])
+def test_no_module_of_finding_or_the_library_is_longer_than_a_reader_holds(folder: str) -> None:
+    lengths = {p.name: len(p.read_text().splitlines()) for p in sorted((ROOT / folder).glob("*.py"))}
+    long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert lengths and not long, f"split at a seam (at most {MAX_MODULE_LINES} lines): {long}"
+
+
+# --- One word per meaning (the glossary: pagination/__init__.py) -----------------------------
+
+# Names a word of the glossary replaced, and the word now used.
+RETIRED_NAMES = {
+    "keyset": "sort (the library's object; its class keeps the name Keyset)",
+    "KEYSETS": "LIBRARY_SORTS",
+    "sealer": "codec",
+    "stamp": "meta (what is sealed into a cursor; the app's is the LSN)",
+    "jump": "goto",
+}
+# WAL locations are LSNs where replicas are chosen; "position" is a decoded cursor only.
+LSN_HOMES = [APP / "data" / "replicas", APP / "web" / "read_routing.py"]
+
+
+def identifiers(text: str) -> set[str]:
+    """Every name Python code defines or uses: variables, attributes, arguments, functions,
+    classes, keywords and imported names."""
+    found = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.keyword) and node.arg:
+            found.add(node.arg)
+        elif isinstance(node, ast.alias):
+            found |= {part for part in (node.asname or node.name).split(".")}
+    return found
+
+
+def test_the_code_uses_the_glossarys_words() -> None:
+    paths = [*app_modules(), *sorted((ROOT / "pagination").glob("*.py"))]
+    found = {}
+    for path in paths:
+        retired = sorted(identifiers(path.read_text()) & set(RETIRED_NAMES))
+        if retired:
+            found[str(path.relative_to(ROOT))] = {name: RETIRED_NAMES[name] for name in retired}
+    for template in sorted((ROOT / "templates").glob("*.html")):
+        retired = sorted(set(re.findall(r"\.(\w+)", template.read_text())) & set(RETIRED_NAMES))
+        if retired:
+            found[str(template.relative_to(ROOT))] = {name: RETIRED_NAMES[name] for name in retired}
+    assert not found, f"names the glossary retired (use the word after each): {found}"
+
+
+def wal_positions(text: str) -> list[str]:
+    """Lines that call a WAL location a position (a list request's decoded `.position` aside)."""
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if re.search(r"(?<![.\w])positions?\b", re.sub(r"\blisting\.position\b", "", line), re.I)
+    ]
+
+
+def test_wal_locations_are_lsns_where_replicas_are_chosen() -> None:
+    found = {}
+    for home in LSN_HOMES:
+        for path in sorted(home.rglob("*.py")) if home.is_dir() else [home]:
+            lines = wal_positions(path.read_text())
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines[:3]
+    assert not found, f"a WAL location is an LSN here: {found}"
+
+
+def test_the_word_checks_see_a_retired_name() -> None:
+    planted = "def f(keyset, listing):\n    return listing.sealer, stamp\n"
+    assert identifiers(planted) & set(RETIRED_NAMES) == {"keyset", "sealer", "stamp"}
+    assert wal_positions("x = listing.position\n# the replica's position\n") == ["# the replica's position"]
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(module_name(p) for folder in ("bench", "devtools") for p in (ROOT / folder).glob("*.py")),
+)
+def test_every_bench_and_devtools_module_imports(module: str) -> None:
+    """The tools the suite does not run whole (make bench, the devtools commands) still import:
+    a module the app split (the list request's, into request.py and reader.py) broke `make bench`
+    unseen."""
+    importlib.import_module(module)
+
+
+def test_paginates_statement_visits_each_module_once() -> None:
+    """The walk of `paginate`'s statement (the modules of the library's calls that receive it, in
+    order, a run of calls in one module counted once) goes forward: paging, planning (the shape),
+    refusals (every refusal in one call), uniqueness, statement (the Plan), never back to a module
+    it left. It went planning, refusals, uniqueness, planning, refusals before."""
+    from sqlalchemy import Column, Integer, MetaData, String, Table, create_engine, select
+
+    from pagination import CursorCodec, Keyset, paginate
+
+    walked = Table("walked", MetaData(), Column("id", Integer, primary_key=True), Column("name", String(20)))
+    engine = create_engine("sqlite://")
+    walked.metadata.create_all(engine)
+    stmt = select(walked)
+    visits: list[str] = []
+
+    def visit(frame: Any, event: str, _arg: Any) -> None:
+        module = frame.f_globals.get("__name__", "")
+        if (
+            event == "call"
+            and module.startswith("pagination")
+            and any(v is stmt for v in frame.f_locals.values())
+        ):
+            visits.append(module.removeprefix("pagination."))
+
+    with engine.connect() as connection:
+        sys.setprofile(visit)
+        try:
+            sort = Keyset("name", walked.c.name, walked.c.id)  # a new sort: no plan remembered
+            paginate(connection, stmt, sort, limit=5, codec=CursorCodec("w" * 40))
+        finally:
+            sys.setprofile(None)
+    engine.dispose()
+    stays = [m for i, m in enumerate(visits) if i == 0 or visits[i - 1] != m]
+    assert stays == ["paging", "planning", "refusals", "uniqueness", "statement"], stays

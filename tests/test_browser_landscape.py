@@ -5,11 +5,12 @@ most a fifth while reading, and the folded forms come back when asked for (the b
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from .helpers import seed
-from .live import COVERED, ROWS, engine_of, local_only
+from .live import COVERED, ROWS, given
 
 pytestmark = pytest.mark.browser
 
@@ -19,9 +20,8 @@ BAR_BOTTOM = "() => document.getElementById('find-bar').getBoundingClientRect().
 # The same with the column headers, while reading (the bar tucked).
 
 
-def landscape(browser: Browser, live, size: str) -> Page:  # type: ignore[no-untyped-def]
-    local_only(live, "seeds its own orders")
-    seed(engine_of(live), 300)
+def landscape(browser: Browser, live: Any, size: str) -> Page:
+    given(live, 300)
     context = browser.new_context(viewport=LANDSCAPE[size], is_mobile=True, has_touch=True)
     page = context.new_page()
     page.goto(live.url + "/orders")

@@ -12,12 +12,22 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page
 
-from .helpers import add_orders, seed
-from .live import COVERED, FIRST_IN_VIEW, INSET, ROWS, engine_of, local_only, settled
+from .browsers import EVERY_ENGINE, expect
+from .live import (
+    COVERED,
+    FIRST_IN_VIEW,
+    INSET,
+    ROWS,
+    add_new_orders,
+    add_orders_to,
+    given,
+    settled,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -31,13 +41,7 @@ PHONE = VIEWPORTS["portrait phone"]
 TUCKED = "() => document.documentElement.classList.contains('bar-tucked')"
 
 
-def given(live, rows: int, **config) -> None:  # type: ignore[no-untyped-def]
-    local_only(live, "seeds its own orders")
-    live.app.config.update(config)
-    seed(engine_of(live), rows)
-
-
-def phone(browser: Browser, **options):  # type: ignore[no-untyped-def]
+def phone(browser: Browser, **options: Any) -> Any:
     return browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, **options)
 
 
@@ -257,7 +261,8 @@ def test_a_tap_on_a_cards_far_corner_opens_it_and_back_focuses_it(live, browser:
 
 
 def test_every_control_is_a_thumb_sized_target_on_a_touch_screen(live, browser: Browser):
-    given(live, 200, AUTO_PAGES=0)  # a "Load more" button right away
+    # Locally a "Load more" button right away too; a deployment's readers meet its own controls.
+    given(live, 200, **({"AUTO_PAGES": 0} if live.app else {}))
     context = phone(browser)
     page = context.new_page()
     page.goto(live.url + "/orders")
@@ -381,6 +386,7 @@ def test_a_fling_to_the_end_of_what_is_loaded_stops_on_rows_on_a_landscape_phone
     context.close()
 
 
+@EVERY_ENGINE
 def test_keys_move_focus_row_to_row_enter_opens_and_back_returns_to_it(live, page: Page):
     given(live, 300, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
@@ -423,11 +429,7 @@ def test_focus_is_on_the_first_row_after_showing_new_orders(live, page: Page):
     given(live, 60, NEW_ORDERS_POLL_SECONDS=1)
     page.goto(live.url + "/orders")
     expect(page.locator(ROWS).first).to_be_visible()
-    now = dt.datetime.now(dt.UTC)
-    new = add_orders(
-        engine_of(live),
-        [(now + dt.timedelta(minutes=m), f"New {m}", Decimal("1.00"), "paid") for m in (1, 2)],
-    )
+    new = add_new_orders(live, [f"New {m}" for m in (1, 2)])
     banner = page.get_by_role("link", name=re.compile("2 new orders"))
     expect(banner).to_be_visible(timeout=10_000)
     banner.click()
@@ -441,10 +443,9 @@ def test_a_date_alone_lands_on_the_first_order_of_that_day_in_the_readers_zone(
     live, browser: Browser, sort, expected
 ):
     """In Tokyo (UTC+9) 2026-03-11 runs from 2026-03-10T15:00Z to 2026-03-11T15:00Z."""
-    local_only(live, "seeds its own orders")
     utc = dt.UTC
-    ids = add_orders(
-        engine_of(live),
+    ids = add_orders_to(
+        live,
         [
             (dt.datetime(2026, 3, 10, 14, 59, tzinfo=utc), "Late on the 10th", Decimal("1.00"), "paid"),
             (dt.datetime(2026, 3, 10, 15, 1, tzinfo=utc), "First of the 11th", Decimal("1.00"), "paid"),

@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orders.data.models import Order
 
+from .browsers import EVERY_ENGINE, GECKO_TOO, expect, known_bug
 from .helpers import delete_orders, seed
 from .live import (
     FIRST_IN_VIEW,
@@ -22,8 +23,10 @@ from .live import (
     REMOTE_URL,
     ROWS,
     ROWS_MOVING,
+    api_rows,
     engine_of,
     expect_on_top,
+    given,
     local_only,
     put_on_top,
     screen_rows,
@@ -43,32 +46,6 @@ def ids_on_screen(page: Page) -> list[int]:
 
 def iso_z(when) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def api_rows(base: str, count: int) -> list[dict]:
-    """The first `count` orders, newest first, through the JSON API (any deployment has it)."""
-    import json
-    import urllib.parse
-    import urllib.request
-
-    rows: list[dict] = []
-    query = {"limit": "100"}
-    while len(rows) < count:
-        with urllib.request.urlopen(f"{base}/api/orders?{urllib.parse.urlencode(query)}", timeout=10) as r:
-            body = json.load(r)
-        rows += body["items"]
-        if not body["next_cursor"]:
-            break
-        query["after"] = body["next_cursor"]
-    return rows[:count]
-
-
-def given(live, orders: int, **config) -> None:
-    """Our own `orders` and app settings locally; a deployment's own data and settings as they are."""
-    if live.app is None:
-        return
-    live.app.config.update(config)
-    seed(engine_of(live), orders)
 
 
 def assert_in_order(page: Page) -> list[int]:
@@ -139,12 +116,20 @@ ROW_TOP = (
 )
 
 
-def test_back_puts_a_row_partly_under_the_headers_where_it_was(live, page: Page):
+@EVERY_ENGINE
+def test_back_puts_a_row_partly_under_the_headers_where_it_was(live, page: Page, request, browser_name):
     """The first row in view is partly under the sticky headers, as a wheel leaves it: Back puts
     every row where the reader left it (it landed the named row flush under the headers, a
     fraction of a row lower: 14-25 px at 1280x800, and a focused row at the bottom of the screen
     was then cut off). A reload shows the find bar again, so the rows come lower by its height
     whatever is kept."""
+    known_bug(
+        request,
+        browser_name,
+        ("firefox", "webkit"),
+        "Back puts the row 251 px (Firefox) and 84 px (WebKit) higher than the reader left it",
+        strict=False,  # under htmx 4 WebKit puts it right in some runs
+    )
     given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 100)
@@ -245,14 +230,29 @@ RECORD_SHIFTS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("anchoring", ["css", "none"])
-def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, anchoring):
+# WebKit has no CSS scroll anchoring at all: there it runs as "none", natively.
+@pytest.mark.parametrize(
+    "anchoring", [pytest.param("css", marks=GECKO_TOO), pytest.param("none", marks=EVERY_ENGINE)]
+)
+def test_rows_loaded_above_do_not_move_what_the_reader_sees(
+    live, page: Page, anchoring, request, browser_name
+):
+    known_bug(
+        request,
+        browser_name,
+        ("webkit",),
+        "in full runs (2 of 2 on 2026-12-06, early, when every worker starts its browsers) the third "
+        "page loaded above moved the first row in view down by 1,663.875 px, 40 of WebKit's rows; "
+        "never alone, under CPU load, or with the other WebKit modules before it",
+        strict=False,
+    )
     given(live, 400, AUTO_PAGES=10_000)
     page.goto(live.url + "/orders")
     scroll_until(page, 140)
     order_id = page.locator(ROWS).nth(135).get_attribute("data-id")
     put_on_top(page, order_id)
-    if anchoring == "none":
+    anchors = page.evaluate("CSS.supports('overflow-anchor', 'auto')")
+    if anchoring == "none" and anchors:
         # As in Safari: no CSS scroll anchoring, so the page must compensate itself.
         page.add_init_script(
             "document.addEventListener('DOMContentLoaded', () =>"
@@ -262,7 +262,8 @@ def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, an
     expect_on_top(page, order_id)
     page.evaluate(RECORD_SHIFTS)
     expected = "none" if anchoring == "none" else "auto"
-    assert page.evaluate("getComputedStyle(document.documentElement).overflowAnchor") == expected
+    if anchors:
+        assert page.evaluate("getComputedStyle(document.documentElement).overflowAnchor") == expected
     # Up to the top sentinel each time, instantly (a gliding wheel would move the rows itself),
     # and wait for the page it loads above.
     for _ in range(40):
@@ -287,7 +288,8 @@ def test_rows_loaded_above_do_not_move_what_the_reader_sees(live, page: Page, an
     expect(page.locator("#less")).to_have_count(0)
     page.wait_for_function("() => !window.measuring")
     shifts = page.evaluate("window.shifts")
-    assert len(shifts) >= 4 and all(abs(s) <= 2 for s in shifts), shifts
+    # Within a pixel: whole-pixel scroll positions against fractional rows leave at most half of one.
+    assert len(shifts) >= 4 and all(abs(s) <= 1 for s in shifts), shifts
     assert_in_order(page)
 
 
@@ -323,6 +325,7 @@ def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page
         assert first_in_view in page_starts
 
 
+@EVERY_ENGINE
 @pytest.mark.parametrize("key", ["Enter", "Space"])
 def test_load_more_is_a_button_for_enter_and_space(live, page: Page, key):
     given(live, 100, AUTO_PAGES=0)  # locally every load asks for a press
@@ -373,6 +376,7 @@ def walk(page: Page, step: int, done: str, snapshots: list[list[int]], limit: in
     raise AssertionError("the walk did not finish")
 
 
+@EVERY_ENGINE
 @ROWS_MOVING
 def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: Page):
     import datetime as dt
@@ -408,15 +412,18 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
     thread.start()
     down: list[list[int]] = []
     up: list[list[int]] = []
-    reloads_above: list[str] = []
-    page.on(
-        "request", lambda r: "before=" in r.url and "/orders/new" not in r.url and reloads_above.append(r.url)
+    # The pages loaded above, read off the page's resource timing (every engine keeps it).
+    page.evaluate("performance.setResourceTimingBufferSize(100000)")
+    reloads_above = (
+        "() => performance.getEntriesByType('resource').map(e => e.name)"
+        ".filter(u => u.includes('before=') && !u.includes('/orders/new'))"
     )
     try:
         walk(page, 900, "() => !!document.getElementById('end-of-list')", down, max_rows + 60)
         # Going down, nothing dropped above is loaded again (the sentinel left there must not
         # reach the viewport, or the two ends would take turns reloading each other's drops).
-        assert not reloads_above, f"{len(reloads_above)} pages above were reloaded on the way down"
+        above = page.evaluate(reloads_above)
+        assert not above, f"{len(above)} pages above were reloaded on the way down"
         # Rows far above were dropped on the way down; a sentinel loads them again.
         expect(page.locator("#less")).to_have_count(1)
         walk(page, -900, "() => !document.getElementById('less') && scrollY === 0", up, max_rows + 60)

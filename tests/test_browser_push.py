@@ -16,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -25,13 +26,9 @@ from orders.views.stream import changes
 from .databases import APP_ENGINES, migrated_database
 from .fixtures import clear, make_app
 from .helpers import BASE, add_orders
-from .live import REMOTE_URL, ROWS, LiveServer
+from .live import REMOTE_URL, ROWS, LiveServer, RemoteTarget, given
 
 pytestmark = [pytest.mark.browser]
-if REMOTE_URL:
-    pytestmark.append(
-        pytest.mark.skip(reason=f"LOCAL ONLY, not run against {REMOTE_URL}: seeds its own database")
-    )
 
 DESKTOP = {"width": 1280, "height": 800}
 # The pill's box and the column headers' box, and whether they meet.
@@ -52,13 +49,23 @@ PLACE = """() => {
 
 @pytest.fixture(scope="module", params=APP_ENGINES)
 def push_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if REMOTE_URL:  # a deployment's own database: none made here
+        yield ""
+        return
     with migrated_database(request.param, tmp_path_factory.mktemp("push"), "push") as url:
         yield url
 
 
 @pytest.fixture
-def pushed(push_db: str) -> Iterator[LiveServer]:
-    """The app with its poll set to an hour: only the stream can show the pill within a test."""
+def pushed(push_db: str) -> Iterator[LiveServer | RemoteTarget]:
+    """The app with its poll set to an hour: only the stream can show the pill within a test.
+    Against a deployment, the deployment (its own poll: the pill within 15 s either way)."""
+    if REMOTE_URL:
+        target = RemoteTarget(REMOTE_URL)
+        target.require_writes("posts an order for the pill")
+        yield target
+        target.clean_up()
+        return
     app = make_app(push_db, NEW_ORDERS_POLL_SECONDS=3600, STREAM_HEARTBEAT_SECONDS=2)
     try:
         clear(app.extensions["engine"])
@@ -68,7 +75,11 @@ def pushed(push_db: str) -> Iterator[LiveServer]:
         app.extensions["engine"].dispose()
 
 
-def post_order(url: str, customer: str) -> None:
+def post_order(server: LiveServer | RemoteTarget, customer: str) -> None:
+    if isinstance(server, RemoteTarget):
+        server.create(customer, "12.50")  # deleted after the test (RemoteTarget.clean_up)
+        return
+    url = server.url
     body = json.dumps({"customer": customer, "amount": "12.50"}).encode()
     request = urllib.request.Request(
         url + "/api/orders", data=body, method="POST", headers={"Content-Type": "application/json"}
@@ -79,10 +90,11 @@ def post_order(url: str, customer: str) -> None:
 
 def open_list(page: Page, server: LiveServer) -> None:
     """The list at its top, once its stream is open and told (its first event asks /orders/new)."""
-    add_orders(
-        server.app.extensions["engine"],
-        [(BASE + dt.timedelta(minutes=m), f"Earlier {m}", Decimal("5.00"), "paid") for m in range(80)],
-    )
+    if server.app is not None:  # a deployment has its own
+        add_orders(
+            server.app.extensions["engine"],
+            [(BASE + dt.timedelta(minutes=m), f"Earlier {m}", Decimal("5.00"), "paid") for m in range(80)],
+        )
     page.set_viewport_size(DESKTOP)
     with page.expect_response(lambda r: "/orders/new" in r.url, timeout=15_000) as asked:
         page.goto(server.url + "/orders")
@@ -105,27 +117,30 @@ def test_pushed_pill_covers_no_header_and_keeps_focus_and_place(pushed: LiveServ
     before = page.evaluate(PLACE)
     assert before["focused"] == row.get_attribute("data-id")
 
-    post_order(pushed.url, "Pushed Customer")
+    post_order(pushed, "Pushed Customer")
     posted = time.monotonic()
     pill = page.get_by_role("link", name="1 new order · show")
     expect(pill).to_be_visible(timeout=15_000)
     print(f"\npill shown {time.monotonic() - posted:.2f} s after the POST's answer ({where})")
 
-    assert changes_of(pushed).open_streams == 1
+    if pushed.app is not None:  # a deployment's streams are its own to count
+        assert changes_of(pushed).open_streams == 1
     geometry = page.evaluate(OVERLAP)
     assert not geometry["meet"], f"the pill covers the column headers: {geometry}"
     assert page.evaluate(PLACE) == before, "focus or place moved when the pill showed"
 
 
-def changes_of(server: LiveServer):  # type: ignore[no-untyped-def]
+def changes_of(server: LiveServer | RemoteTarget) -> Any:
+    if server.app is None:
+        pytest.skip(f"LOCAL ONLY against {server.url}: counts the server's open streams")
     with server.app.app_context():
         return changes()
 
 
 def test_a_refused_stream_leaves_the_list_polling(pushed: LiveServer, page: Page, push_db: str):
-    if not push_db.startswith("sqlite"):
+    if push_db and not push_db.startswith("sqlite"):
         pytest.skip("the fallback is the same on every engine: SQLite shows it")
-    pushed.app.config.update(STREAMS_PER_PROCESS=1, NEW_ORDERS_POLL_SECONDS=1)
+    given(pushed, 0, STREAMS_PER_PROCESS=1, NEW_ORDERS_POLL_SECONDS=1)
     # Another client holds the one stream this process may hold.
     held = urllib.request.urlopen(pushed.url + "/orders/stream", timeout=10)
     try:
@@ -134,7 +149,7 @@ def test_a_refused_stream_leaves_the_list_polling(pushed: LiveServer, page: Page
             open_list(page, pushed)
         assert refused.value.status == 503
         assert refused.value.headers["retry-after"] == "1"
-        post_order(pushed.url, "Polled Customer")
+        post_order(pushed, "Polled Customer")
         expect(page.get_by_role("link", name="1 new order · show")).to_be_visible(timeout=15_000)
     finally:
         held.close()

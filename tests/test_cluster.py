@@ -52,6 +52,7 @@ from .cluster_support import (
 )
 from .fixtures import SECRET, make_app
 from .helpers import BASE, add_orders
+from .logs import whole_lines
 
 pytestmark = PATRONI_LANE_A
 
@@ -347,7 +348,7 @@ def test_app_server_killed_mid_scroll(cluster: Cluster, orders: list[int], page:
                 assert walk.ids == orders
     # haproxy's log: some requests were sent again (the retries field, "+N" when redispatched),
     # so the kill did cut requests off and the test saw them answered anyway.
-    retried = [line for line in log.read_text().splitlines() if _RETRIED.search(line)]
+    retried = [line for line in whole_lines(log) if _RETRIED.search(line)]
     assert retried, "no request needed a retry: the kill cut nothing off, nothing was tested"
     print(
         f"\n{statuses[200]} API pages, {len(retried)} requests retried on the other app server, "

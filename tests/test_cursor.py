@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 from pagination import (
     AFTER,
     BEFORE,
@@ -268,7 +268,9 @@ def test_sealed_but_malformed_payloads_are_refused():
     for payload in (
         ["newest", "a", "x", ["i", "1.5"], {}],
         ["newest", "a", "x", ["t", "yesterday"], {}],
-        ["newest", "a", "x", ["d", "NaN"], {}],
+        ["newest", "a", "x", ["d", "sNaN"], {}],  # NaN and +-Infinity are PostgreSQL NUMERIC's
+        ["newest", "a", "x", ["d", "-NaN"], {}],
+        ["newest", "a", "x", [], {}, 5],  # the sort's fingerprint is text
         ["newest", "a", "x", ["?", "1"], {}],
         ["newest", "a", "x", ["i"], {}],
         ["newest", "a", "x", [["i", "1"]], {}],
@@ -299,7 +301,7 @@ def test_any_text_is_refused_with_invalid_cursor_only(text):
 
 
 def test_cursor_for_another_sort_direction_or_filters_is_a_mismatch():
-    keyset = KEYSETS["newest"]
+    keyset = LIBRARY_SORTS["newest"]
     fingerprint = filters_fingerprint({"status": None})
     ok = codec.decode(make([VALUES[0], 1], filters={"status": None}))
     keyset.check(ok, direction=AFTER, filters=fingerprint)
@@ -314,7 +316,7 @@ def test_cursor_for_another_sort_direction_or_filters_is_a_mismatch():
 
 
 def test_cursor_with_wrong_key_types_for_the_sort_is_invalid():
-    keyset = KEYSETS["newest"]
+    keyset = LIBRARY_SORTS["newest"]
     wrong = codec.decode(make(["not a time", 1]))
     with pytest.raises(InvalidCursor, match="does not fit"):
         keyset.check(wrong, direction=AFTER, filters=filters_fingerprint(None))
@@ -361,10 +363,10 @@ def test_keyset_accepts_mixed_directions_and_plain_columns():
 def test_signed_cursor_with_keys_the_columns_cannot_hold_is_invalid(keys):
     position = codec.decode(make(keys))
     with pytest.raises(InvalidCursor, match="does not fit"):
-        KEYSETS["newest"].check(position, direction=AFTER, filters=filters_fingerprint(None))
+        LIBRARY_SORTS["newest"].check(position, direction=AFTER, filters=filters_fingerprint(None))
     too_big = codec.decode(make([Decimal("1E+10"), 1], sort="amount"))  # NUMERIC(12, 2) holds < 1E+10
     with pytest.raises(InvalidCursor, match="does not fit"):
-        KEYSETS["amount"].check(too_big, direction=AFTER, filters=filters_fingerprint(None))
+        LIBRARY_SORTS["amount"].check(too_big, direction=AFTER, filters=filters_fingerprint(None))
     long_name = codec.decode(make(["x" * 65, 1], sort="customer"))
     with pytest.raises(InvalidCursor, match="does not fit"):
-        KEYSETS["customer"].check(long_name, direction=AFTER, filters=filters_fingerprint(None))
+        LIBRARY_SORTS["customer"].check(long_name, direction=AFTER, filters=filters_fingerprint(None))

@@ -66,3 +66,18 @@ def test_the_module_map_names_every_module() -> None:
             if not re.search(rf"(^|\s|/){re.escape(module.name)}\b", block):
                 missing.append(f"{package}/{module.name}")
     assert not missing, f"docs/design.md's map does not name: {missing}"
+
+
+def test_the_deployment_runs_figures_are_the_recorded_runs() -> None:
+    """docs/testing.md's figures for `make test-browser` against a deployment are rendered from
+    the run's own record (docs/deployment-run.json, tests/deployment_run.py), and that run kept
+    to the bound: at most 10% skipped, none failed."""
+    import json
+
+    from .deployment_run import DOC, RECORD, block, render
+
+    run = json.loads(RECORD.read_text())
+    assert block(DOC.read_text()) == render(run), "run `.venv/bin/python -m tests.deployment_run`"
+    assert run["counts"]["failed"] == run["counts"]["error"] == 0, run["counts"]
+    assert run["counts"]["skipped"] <= 0.1 * run["total"], run["counts"]
+    assert sum(skip["count"] for skip in run["skips"]) == run["counts"]["skipped"]

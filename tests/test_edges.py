@@ -14,7 +14,7 @@ from .live import LiveServer
 
 
 @pytest.fixture
-def app(tmp_path) -> Iterator[Flask]:  # type: ignore[no-untyped-def]
+def app(tmp_path) -> Iterator[Flask]:
     app = make_app(migrated(f"sqlite:///{tmp_path / 'edges.db'}"), API_TOKENS=(API_TOKEN,))
     yield app
     app.extensions["engine"].dispose()

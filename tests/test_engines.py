@@ -20,6 +20,7 @@ from devtools.pgserver import Server, process_alive, runnable_by_postgres, wheel
 
 from . import databases
 from .databases import throwaway_database, unavailable
+from .logs import whole_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +46,7 @@ def in_child(code: str) -> str:
 
 
 def postmaster_pid(directory: Path) -> int:
-    return int((directory / "data" / "postmaster.pid").read_text().splitlines()[0])
+    return int(whole_lines(directory / "data" / "postmaster.pid")[0])
 
 
 def test_postgresql18_is_postgresql_18_6_with_postgres_fdw(tmp_path: Path) -> None:

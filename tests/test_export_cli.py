@@ -42,8 +42,8 @@ from orders.data.db import make_engine, migrate
 from orders.data.models import Order
 from orders.data.seed import seed_orders
 from orders.exports.stream import EXPORT_BATCH_SIZE, FIRST_BATCH_SIZE, _BatchReader, export_chunks
-from orders.finding.listing import list_request
-from orders.finding.sorts import KEYSETS
+from orders.finding.request import list_request
+from orders.finding.sorts import LIBRARY_SORTS
 
 from . import forked
 from .databases import ENGINES, throwaway_database
@@ -211,8 +211,11 @@ def test_a_head_reads_one_small_batch_and_a_get_the_rest(
 OPEN_TRANSACTIONS = {
     "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
     "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
-    "mysql": "SELECT count(*) FROM information_schema.innodb_trx "
-    "WHERE trx_mysql_thread_id <> CONNECTION_ID()",
+    # innodb_trx lists the whole server's transactions (other test workers' databases too):
+    # only those of connections to this test's database count.
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx AS t "
+    "JOIN information_schema.PROCESSLIST AS p ON p.ID = t.trx_mysql_thread_id "
+    "WHERE t.trx_mysql_thread_id <> CONNECTION_ID() AND p.DB = DATABASE()",
 }
 
 
@@ -236,7 +239,7 @@ def test_no_transaction_waits_while_the_caller_holds_the_first_chunk(export_db: 
                         watcher.rollback()
                         assert time.monotonic() < deadline, "a transaction stays open behind the chunk"
                         time.sleep(0.25)  # InnoDB refreshes innodb_trx only if unread for 0.1 s
-            chunks.close()  # type: ignore[attr-defined]
+            chunks.close()
     finally:
         engine.dispose()
 
@@ -258,7 +261,7 @@ def writes_during_export(url: str, *args: str) -> tuple[list[int], list[int], li
     30 older still: both at the tail, which the export reads last.
     Returns (ids before the writes, ids exported, ids deleted, ids inserted)."""
     engine = make_engine(url)
-    newest = KEYSETS["newest"].order_by()
+    newest = LIBRARY_SORTS["newest"].order_by()
     with Session(engine) as session:
         before = list(session.scalars(select(Order.id).order_by(*newest)))
     process = export(url, "--batch-size", "50", *args, stdout=subprocess.PIPE)
@@ -460,7 +463,7 @@ def test_two_batches_are_read_at_once_and_come_in_order() -> None:
                 both.wait()
             return f"{statement}\n".encode()
 
-    chunks = list(_read_ahead(iter([_Part(n) for n in range(5)]), Reader(), sessions))  # type: ignore[arg-type]
+    chunks = list(_read_ahead(iter([_Part(n) for n in range(5)]), Reader(), sessions))
     assert [c.data for c in chunks] == [f"{n}\n".encode() for n in range(5)]
     assert [c.cursor for c in chunks] == [f"c{n}" for n in range(5)]
     assert sorted(used) == [(n, "ab"[n % 2]) for n in range(5)]  # range k on session k % 2
@@ -479,7 +482,7 @@ def test_a_failed_read_comes_after_every_batch_before_it() -> None:
             return f"{statement}\n".encode()
 
     sessions = [_ReadSession("a"), _ReadSession("b")]
-    ahead = _read_ahead(iter([_Part(n) for n in range(6)]), Reader(), sessions)  # type: ignore[arg-type]
+    ahead = _read_ahead(iter([_Part(n) for n in range(6)]), Reader(), sessions)
     assert [next(ahead).data, next(ahead).data] == [b"0\n", b"1\n"]
     with pytest.raises(RuntimeError, match="lost its connection"):
         next(ahead)
@@ -501,7 +504,7 @@ def test_a_download_stopped_early_leaves_no_read_running() -> None:
 
     sessions = [_ReadSession("a"), _ReadSession("b")]
     parts = (_Part(n) for n in itertools.count())
-    ahead = _read_ahead(parts, Reader(), sessions)  # type: ignore[arg-type]
+    ahead = _read_ahead(parts, Reader(), sessions)
     assert next(ahead).data == b"x\n" and reading.wait(5)
     ahead.close()  # the client went away: waits for the reads under way, starts no other
     assert not [t for t in threading.enumerate() if t.name.startswith("export-read")]

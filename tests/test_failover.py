@@ -191,7 +191,7 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
     neither wait for a position no node will reach nor skip rows."""
     dbs = cluster.databases
     old = dbs.primary
-    senders = [int(pid) for pid in old.sql("SELECT array_agg(pid) FROM pg_stat_replication")]  # type: ignore[attr-defined]
+    senders = [int(pid) for pid in old.sql("SELECT array_agg(pid) FROM pg_stat_replication")]
     killed = False
     for pid in senders:
         os.kill(pid, signal.SIGSTOP)

@@ -19,14 +19,14 @@ from orders.data.names import name_key
 from orders.data.seed import CUSTOMERS, seed_orders
 from orders.finding.estimates import Estimates, estimate, rounded
 
-from .helpers import BASE, add_orders
+from .helpers import BASE, add_orders, walk_api
 
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
 # An estimate must be within this share of the true count, either way, after any writes.
 TOLERANCE = 0.10
 
 
-def seed_names(engine, per_name: int = 4) -> list[int]:  # type: ignore[no-untyped-def]
+def seed_names(engine, per_name: int = 4) -> list[int]:
     rows = [
         (BASE - dt.timedelta(minutes=i), CUSTOMERS[i % len(CUSTOMERS)], Decimal(i % 50), "paid")
         for i in range(per_name * len(CUSTOMERS))
@@ -34,35 +34,27 @@ def seed_names(engine, per_name: int = 4) -> list[int]:  # type: ignore[no-untyp
     return add_orders(engine, rows)
 
 
-def walk(client, **params) -> list[dict]:  # type: ignore[no-untyped-def]
-    items: list[dict] = []
-    response = client.get("/api/orders", query_string=params)
-    while True:
-        assert response.status_code == 200, response.json
-        items += response.json["items"]
-        if not response.json["has_more"]:
-            return items
-        response = client.get("/api/orders", query_string={**params, "after": response.json["next_cursor"]})
-
-
 @pytest.mark.parametrize("typed", ["úrs", "URS", "Ursula", "  ursULA   fr"])
 def test_search_by_name_is_a_case_and_accent_insensitive_prefix(client, engine, typed):
     seed_names(engine)
     for sort in ("newest", "customer", "amount"):
-        items = walk(client, q=typed, sort=sort, limit=3)
+        items = walk_api(client, q=typed, sort=sort, limit=3)
         assert {i["customer"] for i in items} == {"Úrsula Freitas"}, sort
         assert len(items) == 4
 
 
 def test_search_finds_the_start_of_any_word_not_the_middle(client, engine):
     seed_names(engine)
-    assert {i["customer"] for i in walk(client, q="ana")} == {"Ana Souza"}
-    assert {i["customer"] for i in walk(client, q="Freitas")} == {"Úrsula Freitas"}  # a surname
-    assert {i["customer"] for i in walk(client, q="fre urs", sort="customer")} == {"Úrsula Freitas"}
-    assert {i["customer"] for i in walk(client, q="so")} == {"Ana Souza", "Sofia Cardoso"}
-    assert walk(client, q="ouza") == []  # the start of a word, not its middle (docs/finding.md)
-    assert walk(client, q="ana lima") == []  # every word typed must be found
-    assert len(walk(client, q="ana", status="paid")) == 4 and walk(client, q="ana", status="pending") == []
+    assert {i["customer"] for i in walk_api(client, q="ana")} == {"Ana Souza"}
+    assert {i["customer"] for i in walk_api(client, q="Freitas")} == {"Úrsula Freitas"}  # a surname
+    assert {i["customer"] for i in walk_api(client, q="fre urs", sort="customer")} == {"Úrsula Freitas"}
+    assert {i["customer"] for i in walk_api(client, q="so")} == {"Ana Souza", "Sofia Cardoso"}
+    assert walk_api(client, q="ouza") == []  # the start of a word, not its middle (docs/finding.md)
+    assert walk_api(client, q="ana lima") == []  # every word typed must be found
+    assert (
+        len(walk_api(client, q="ana", status="paid")) == 4
+        and walk_api(client, q="ana", status="pending") == []
+    )
 
 
 def test_a_cursor_is_bound_to_its_search(client, engine):
@@ -81,25 +73,19 @@ def test_a_filtered_walk_while_others_insert_and_delete(client, engine):
     with Session(engine) as session:
         matching = set(session.scalars(select(Order.id).where(Order.customer_key.startswith("ana"))))
     deleted: set[int] = set()
-    seen: list[dict] = []
+
+    def others_write() -> None:
+        for minutes in (-1, rng.randint(0, 40), 200):
+            order = {"customer": rng.choice(["ana maria", "Bruno", "Ána Z"]), "amount": "1.00"}
+            order["created_at"] = (BASE - dt.timedelta(minutes=minutes)).isoformat()
+            assert client.post("/api/orders", json=order).status_code == 201
+        victim = rng.choice(sorted(matching - deleted))
+        assert client.delete(f"/api/orders/{victim}").status_code == 204
+        deleted.add(victim)
+
     for sort in ("newest", "customer"):
-        seen, deleted = [], set()
-        params = {"q": "ÁNA", "sort": sort, "limit": 3}
-        response = client.get("/api/orders", query_string=params)
-        while True:
-            body = response.json
-            seen += body["items"]
-            if not body["has_more"]:
-                break
-            for minutes in (-1, rng.randint(0, 40), 200):
-                order = {"customer": rng.choice(["ana maria", "Bruno", "Ána Z"]), "amount": "1.00"}
-                order["created_at"] = (BASE - dt.timedelta(minutes=minutes)).isoformat()
-                assert client.post("/api/orders", json=order).status_code == 201
-            alive = sorted(matching - deleted)
-            victim = rng.choice(alive)
-            assert client.delete(f"/api/orders/{victim}").status_code == 204
-            deleted.add(victim)
-            response = client.get("/api/orders", query_string={**params, "after": body["next_cursor"]})
+        deleted.clear()
+        seen = walk_api(client, others_write, q="ÁNA", sort=sort, limit=3)
         got = [int(i["id"]) for i in seen]
         assert len(got) == len(set(got)), "a row was returned twice"
         assert matching - deleted <= set(got), "a matching row that existed throughout was skipped"
@@ -117,7 +103,7 @@ def test_an_order_number_opens_that_order_or_says_it_is_not_there(client, engine
     html = missing.get_data(as_text=True)
     assert "There is no order #999999" in html and 'name="q"' in html and 'value="999999"' in html
     # The API keeps just that order.
-    assert [int(i["id"]) for i in walk(client, q=str(ids[3]))] == [ids[3]]
+    assert [int(i["id"]) for i in walk_api(client, q=str(ids[3]))] == [ids[3]]
 
 
 @pytest.mark.parametrize("query", ["q=" + "a" * 65, "q=%CC%81", "q=0", "q=99999999999999999999", "q=a&q=b"])
@@ -141,7 +127,7 @@ def test_end_is_the_last_rows_in_one_page(client, engine, sort):
     html = client.get("/orders", query_string={"sort": sort}).get_data(as_text=True)
     end = re.search(r'href="([^"]+)"[^>]*data-find="end"', html).group(1).replace("&amp;", "&")
     last = client.get(end).get_data(as_text=True)
-    api = walk(client, sort=sort, limit=100)
+    api = walk_api(client, sort=sort, limit=100)
     assert [int(i) for i in ROW_ID.findall(last)] == [int(i["id"]) for i in api[-20:]]
     assert 'id="end-of-list"' in last and 'id="less"' in last  # the end, and a way up from it
 
@@ -200,16 +186,57 @@ def test_the_page_shows_estimates_labelled_as_such(client, engine):
 def test_words_never_together_are_read_in_bounded_windows_and_the_walk_loses_nothing(
     client, engine, monkeypatch
 ):
-    """A search of several words reads at most SEARCH_WINDOW entries of its rarest word's range
-    per page: where they hold no match the page is empty and its cursor goes on past them, so
-    a search of common words never found together costs a window per page, not the table."""
-    from orders.finding import listing
+    """When the names cannot tell (every word common in names: more than NAMES_READ each), a
+    search of several words reads at most SEARCH_WINDOW entries of its rarest word's range per
+    page: where they hold no match the page is empty and its cursor goes on past them, so a
+    search of common words never found together costs a window per page, not the table."""
+    from orders.finding import named, search_window
 
     seed_names(engine, per_name=8)  # 200 orders, each name 8 times
-    monkeypatch.setattr(listing, "SEARCH_WINDOW", 5)
+    monkeypatch.setattr(search_window, "SEARCH_WINDOW", 5)
+    monkeypatch.setattr(named, "NAMES_READ", 1)  # every word "common": the names do not decide
     first = client.get("/api/orders", query_string={"q": "ana fre", "limit": 3}).json
     assert first["items"] == [] and first["has_more"], first  # 5 of Ana's 8 orders read, none is Freitas
-    assert walk(client, q="ana fre", limit=3) == []
+    assert walk_api(client, q="ana fre", limit=3) == []
     # Found together ("Ana Souza"): the same rows as one word alone, in order, across the windows.
-    assert walk(client, q="sou ana", limit=3) == walk(client, q="souza", limit=3)
-    assert len(walk(client, q="sou ana", limit=3)) == 8
+    assert walk_api(client, q="sou ana", limit=3) == walk_api(client, q="souza", limit=3)
+    assert len(walk_api(client, q="sou ana", limit=3)) == 8
+
+
+def test_words_no_name_holds_together_answer_no_match_in_one_request(client, engine, monkeypatch):
+    """ "ana fre": both words are held (Ana Souza, Úrsula Freitas), never by one name. The names
+    say so before any order is read: the first request is the whole answer, an empty page with
+    has_more false (the API) and "No orders match." (the page), however many orders each word
+    has (the window made as small as 5 entries stands for a table far larger than it)."""
+    from orders.finding import search_window
+
+    seed_names(engine, per_name=8)
+    monkeypatch.setattr(search_window, "SEARCH_WINDOW", 5)
+    for sort in ("newest", "amount", "customer"):
+        for q in ("ana fre", "FRE ána", "ana souza freitas", "urs sou"):
+            body = client.get("/api/orders", query_string={"q": q, "sort": sort, "limit": 3}).json
+            assert body["items"] == [] and body["has_more"] is False, (q, sort, body)
+    html = client.get("/orders", query_string={"q": "ana fre"}).get_data(as_text=True)
+    assert 'id="end-of-list"' in html and "No orders match." in html
+    fragment = client.get("/orders", query_string={"q": "ana fre"}, headers={"HX-Request": "true"})
+    assert "No orders match." in fragment.get_data(as_text=True)
+
+
+def test_a_few_matches_scattered_among_a_common_word_come_in_the_first_request(client, engine, monkeypatch):
+    """Three "Ana Freitas" orders spread among 200 others, 8 of them Ana's: the first page holds
+    all three (their name's orders, read by name), not a window of Ana's orders at a time."""
+    from orders.finding import search_window
+
+    seed_names(engine, per_name=8)
+    monkeypatch.setattr(search_window, "SEARCH_WINDOW", 5)
+    scattered = add_orders(
+        engine,
+        [(BASE - dt.timedelta(minutes=m), "Ána Freitas", Decimal(m), "paid") for m in (3, 97, 190)],
+    )
+    for sort in ("newest", "oldest", "amount", "customer"):
+        body = client.get("/api/orders", query_string={"q": "fre ana", "sort": sort, "limit": 10}).json
+        assert sorted(int(i["id"]) for i in body["items"]) == sorted(scattered), (sort, body)
+        assert body["has_more"] is False
+    # Paged two at a time: the same three in order, and the cursors work across the pages.
+    assert [int(i["id"]) for i in walk_api(client, q="fre ana", limit=2)] == scattered  # newest first
+    assert len(walk_api(client, q="ana", limit=50)) == 8 + 3

@@ -24,15 +24,15 @@ from orders.data.db import make_engine, migrate
 from orders.data.models import STATUSES, Order, OrderWord
 from orders.data.names import KEY_LENGTH, WORD_PREFIX, name_key, name_words, normalized_name, word_prefixes
 from orders.data.words import index_orders
-from orders.finding.listing import ListRequest
+from orders.finding import reader
+from orders.finding.request import ListRequest
 from orders.finding.search import Search, SearchError, query_words
 from orders.finding.sorts import SORTS
-from orders.writing import grammar
 from pagination import CursorCodec
 
 from .databases import ENGINES, throwaway_database
 from .fixtures import clear
-from .helpers import BASE, add_orders
+from .helpers import BASE, add_orders, name_strategies
 from .hunt import examples
 
 SCRIPTS = (
@@ -44,21 +44,7 @@ SCRIPTS = (
     "\u0301\u0308\u0327\u0903"  # combining marks (acute, diaeresis, cedilla; a spacing Devanagari sign)
     "  -'’."  # spaces, hyphens, apostrophes, a dot
 )
-raw_names = st.text(
-    st.one_of(st.sampled_from(SCRIPTS), st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp"))),
-    min_size=1,
-    max_size=20,
-)
-
-
-def _valid(raw: str) -> str | None:
-    try:
-        return grammar.customer_name(raw)
-    except grammar.GrammarError:
-        return None
-
-
-customer_names = raw_names.map(_valid).filter(lambda name: name is not None)
+raw_names, customer_names = name_strategies(SCRIPTS, 20)
 
 
 def matches(query: str, customer: str) -> bool:
@@ -97,7 +83,7 @@ def walk(engine: Engine, codec: CursorCodec, listing: ListRequest, between_pages
     after = None
     while True:
         with Session(engine) as session:
-            page = replace(listing, codec=codec).at(after).page(session)
+            page = reader.page(replace(listing, codec=codec).at(after), session)
         seen += page.items
         if not page.has_more:
             return seen
@@ -141,7 +127,7 @@ def test_words_of_a_name_and_of_a_query() -> None:
     "customer",
     None,
 )
-def test_a_searched_walk_is_the_python_filter_of_every_row(engine, codec, customers, sort, data):  # type: ignore[no-untyped-def]
+def test_a_searched_walk_is_the_python_filter_of_every_row(engine, codec, customers, sort, data):
     clear(engine)
     rows = [
         (BASE - dt.timedelta(minutes=i % 5), name, Decimal(i % 4), STATUSES[i % 4])
@@ -204,7 +190,7 @@ def test_a_searched_walk_is_the_python_filter_of_every_row(engine, codec, custom
 
 
 @pytest.fixture(params=ENGINES)
-def empty_url(request: pytest.FixtureRequest, tmp_path) -> Any:  # type: ignore[no-untyped-def]
+def empty_url(request: pytest.FixtureRequest, tmp_path) -> Any:
     with throwaway_database(request.param, tmp_path, "words") as url:
         yield url
 
@@ -271,7 +257,7 @@ def test_a_name_longer_than_its_key_is_found_by_its_last_word(empty_url: str) ->
         for typed in ("gmbh", "GMBH meiss", "weiss gmbh"):
             with Session(engine) as session:
                 listing = ListRequest("newest", None, 10, Search.parse(typed), codec=CursorCodec("k" * 32))
-                page = listing.page(session)
+                page = reader.page(listing, session)
             assert [row.customer for row in page.items] == [LONG_NAME, LONG_NAME], typed
     finally:
         engine.dispose()

@@ -33,7 +33,7 @@ from werkzeug.wrappers import Request
 from orders.data.db import make_engine
 from orders.data.models import CUSTOMER_MAX_LENGTH, STATUSES
 from orders.exports.csv_format import CSV_COLUMNS
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 from orders.writing.grammar import BIDI_CONTROLS, BLANK_LOOKING, MAX_AMOUNT
 from pagination import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 
@@ -135,7 +135,7 @@ def positions(
     draw: st.DrawFn, sort: str | None = None, direction: str | None = None, status: str | None = ""
 ) -> Position:
     """A position any page of this app could have handed out: in-range keys of the right types."""
-    sort = sort or draw(st.sampled_from(list(KEYSETS)))
+    sort = sort or draw(st.sampled_from(list(LIBRARY_SORTS)))
     if status == "":
         status = draw(st.sampled_from([None, *STATUSES]))
     return Position(
@@ -305,7 +305,7 @@ def number_texts(low: int, high: int) -> st.SearchStrategy[str | bytes]:
 
 
 VALUE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
-    "sort": junk(["", *KEYSETS]),
+    "sort": junk(["", *LIBRARY_SORTS]),
     "status": junk(["", *STATUSES]),
     "limit": number_texts(1, 100),
     "page": number_texts(1, 1_000_000),
@@ -366,14 +366,14 @@ def expected_codes(target: str, query: str, known: dict[str, Any]) -> set[str]:
     if any(unicodedata.category(ch) in ("Cc", "Cs") for text in texts for ch in text):
         return {
             "invalid_parameter"
-        }  # one rule for every parameter, checked first (orders/finding/listing.py)
+        }  # one rule for every parameter, checked first (orders/finding/request.py)
     problems: set[str] = set()
     params = TARGETS[target]["params"]
     for name in params:
         if len(args.getlist(name)) > 1:
             problems.add("invalid_parameter")
     sort, status = args.get("sort") or "newest", args.get("status") or None
-    if sort not in KEYSETS or (status is not None and status not in STATUSES):
+    if sort not in LIBRARY_SORTS or (status is not None and status not in STATUSES):
         problems.add("invalid_parameter")
     if "limit" in args and not _valid_int(args["limit"], 1, 100):
         problems.add("invalid_parameter")
@@ -460,7 +460,7 @@ def test_random_queries_get_a_documented_answer(fuzz_app: Flask, target: str) ->
 @st.composite
 def cursor_queries(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """Valid sort, status and limit; exactly one cursor parameter: the cursor decides alone."""
-    sort = draw(st.sampled_from(list(KEYSETS)))
+    sort = draw(st.sampled_from(list(LIBRARY_SORTS)))
     status = draw(st.sampled_from(["", *STATUSES]))
     direction = draw(st.sampled_from([AFTER, BEFORE]))
     # Half the time a genuine cursor that fits the request, which must page normally.
@@ -497,7 +497,7 @@ def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask,
     """Cursors the server itself handed out, replayed with every other sort, status and direction."""
     client = fuzz_app.test_client()
     issued = []
-    for sort in KEYSETS:
+    for sort in LIBRARY_SORTS:
         for status in ["", "paid"]:
             body = client.get("/api/orders", query_string={"sort": sort, "status": status, "limit": 5}).json
             after = body["next_cursor"]
@@ -507,7 +507,7 @@ def test_real_cursors_of_other_sorts_and_filters_are_mismatches(fuzz_app: Flask,
             ).json["prev_cursor"]
             issued.append((before, (sort, BEFORE, status)))
     for cursor, (sort, direction, status) in issued:
-        for other_sort in KEYSETS:
+        for other_sort in LIBRARY_SORTS:
             for other_status in ["", "paid", "shipped"]:
                 for other_direction in (AFTER, BEFORE):
                     query = f"sort={other_sort}&status={other_status}&{other_direction}={cursor}"
@@ -781,7 +781,7 @@ any_key = st.one_of(
 
 @st.composite
 def odd_cursors(draw: st.DrawFn) -> tuple[str, str]:
-    sort = draw(st.sampled_from(list(KEYSETS)))
+    sort = draw(st.sampled_from(list(LIBRARY_SORTS)))
     keys = draw(
         st.one_of(st.tuples(any_key, any_key), st.tuples(FIRST_KEY[sort], any_key), st.lists(any_key))
     )

@@ -20,7 +20,7 @@ from orders.writing import idempotency
 ORDER = {"customer": "Ana", "amount": "12.50", "status": "paid"}
 
 
-def count(engine, customer: str = "Ana") -> int:  # type: ignore[no-untyped-def]
+def count(engine, customer: str = "Ana") -> int:
     with Session(engine) as session:
         return session.scalar(select(func.count()).where(Order.customer == customer)) or 0
 
@@ -147,7 +147,7 @@ def test_expired_keys_are_pruned_and_then_create_anew(app, client, engine, monke
     assert count(engine) == 3
 
 
-def age(engine, key: str, hours: float) -> None:  # type: ignore[no-untyped-def]
+def age(engine, key: str, hours: float) -> None:
     with Session(engine) as session:
         row = session.get(IdempotencyKey, idempotency._sha256(key))
         assert row is not None

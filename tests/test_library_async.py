@@ -1,5 +1,6 @@
 """Async paging (pagination.asyncio) is the sync paging, page for page and cursor for cursor, on
-an AsyncSession and an AsyncConnection over aiosqlite, psycopg (async) and aiomysql.
+an AsyncSession and an AsyncConnection over every async driver SQLAlchemy has for the three
+engines: aiosqlite; psycopg (async) and asyncpg; aiomysql and asyncmy.
 
 Also: a caller that already decoded a cursor passes the Position itself (sync and async).
 """
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, Integer, String, insert, select
+from sqlalchemy import Engine, Integer, String, select
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -23,7 +24,11 @@ from pagination import asyncio as apagination
 from .databases import ENGINES
 from .library import CODEC, library_engine, shape
 
-ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+aiomysql"}
+ASYNC_DRIVERS = {
+    "sqlite": ("sqlite+aiosqlite",),
+    "postgresql": ("postgresql+psycopg", "postgresql+asyncpg"),
+    "mysql": ("mysql+aiomysql", "mysql+asyncmy"),
+}
 
 
 class Base(DeclarativeBase):
@@ -44,10 +49,8 @@ ROWS = [{"id": i, "topic": "abc"[i % 3], "rank": None if i % 4 == 0 else i % 5} 
 
 @pytest.fixture(scope="module", params=ENGINES)
 def notes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libasync"), "libasync") as engine:
-        Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(insert(Note), ROWS)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libasync")
+    with library_engine(kind, tmp, "libasync", Base.metadata, {Note: ROWS}) as engine:
         yield engine
 
 
@@ -107,37 +110,39 @@ def test_async_pages_are_the_sync_pages(notes, kind, sort):
         with notes.connect() as conn:
             rows = conn.execute(select(Note).order_by(*sort.order_by())).all()
         assert len(rows) == len(ROWS)
-    url = async_url(notes)
 
-    async def main() -> list[Any]:
-        engine = create_async_engine(url, connect_args=_connect_args(notes))
+    async def main(url: URL) -> list[Any]:
+        engine = create_async_engine(url, connect_args=_connect_args(url.drivername))
         try:
             return await async_walk(engine, sort, 5, kind)
         finally:
             await engine.dispose()
 
-    found = run_in_own_loop(main())
-    assert [(nxt, prv) for _, nxt, prv in found] == [(nxt, prv) for _, nxt, prv in expected]
-    if kind == "session":
-        assert [items for items, _, _ in found] == [items for items, _, _ in expected]
-    else:
-        assert [len(items) for items, _, _ in found] == [len(items) for items, _, _ in expected]
+    for driver in ASYNC_DRIVERS[notes.dialect.name]:
+        found = run_in_own_loop(main(async_url(notes, driver)))
+        assert [(nxt, prv) for _, nxt, prv in found] == [(nxt, prv) for _, nxt, prv in expected], driver
+        if kind == "session":
+            assert [items for items, _, _ in found] == [items for items, _, _ in expected], driver
+        else:
+            assert [len(items) for items, _, _ in found] == [len(items) for items, _, _ in expected], driver
 
 
-def async_url(engine: Engine) -> URL:
-    """The engine's database through the async driver. PyMySQL's own ssl_disabled (the tests'
-    MariaDB URL, tests/databases.py) is not aiomysql's: left out."""
-    return engine.url.set(drivername=ASYNC_DRIVERS[engine.dialect.name]).difference_update_query(
+def async_url(engine: Engine, driver: str | None = None) -> URL:
+    """The engine's database through an async driver (its first by default). PyMySQL's own
+    ssl_disabled (the tests' MariaDB URL, tests/databases.py) is not the async drivers': left out."""
+    return engine.url.set(drivername=driver or ASYNC_DRIVERS[engine.dialect.name][0]).difference_update_query(
         ["ssl_disabled"]
     )
 
 
-def _connect_args(engine: Engine) -> dict[str, Any]:
-    if engine.dialect.name == "postgresql":
-        return {"options": "-c timezone=UTC"}
-    if engine.dialect.name == "mysql":
-        return {"charset": "utf8mb4"}
-    return {}
+def _connect_args(driver: str) -> dict[str, Any]:
+    """The session's time zone UTC on PostgreSQL (each driver says it its own way), utf8mb4 on MariaDB."""
+    return {
+        "postgresql+psycopg": {"options": "-c timezone=UTC"},
+        "postgresql+asyncpg": {"server_settings": {"timezone": "UTC"}},
+        "mysql+aiomysql": {"charset": "utf8mb4"},
+        "mysql+asyncmy": {"charset": "utf8mb4"},
+    }.get(driver, {})
 
 
 def test_async_iterate_is_the_sync_iterate(notes):

@@ -58,8 +58,8 @@ LABELS = ["id", "info", "name", "keys", "count", "select", "order", "from"]
 
 @pytest.fixture(scope="module", params=ENGINES)
 def things(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libgen"), "libgen") as engine:
-        Base.metadata.create_all(engine)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libgen")
+    with library_engine(kind, tmp, "libgen", Base.metadata) as engine:
         yield engine
 
 

@@ -41,7 +41,9 @@ def run(*args: str | Path, cwd: Path, timeout: int = 300) -> str:
     return done.stdout
 
 
-def test_pip_installs_the_library_alone_and_its_readme_example_runs(tmp_path: Path) -> None:
+def fresh_venv(tmp_path: Path, lent_packages: list[str]) -> tuple[Path, Path, Path]:
+    """A copy of pagination/ away from the repository, and a fresh venv that sees of the shared
+    one only `lent_packages` (a .pth file of symlinks to them): (source, venv, its python)."""
     source = tmp_path / "src" / "pagination"
     shutil.copytree(ROOT / "pagination", source, ignore=shutil.ignore_patterns("__pycache__"))
     env = tmp_path / "venv"
@@ -52,12 +54,17 @@ def test_pip_installs_the_library_alone_and_its_readme_example_runs(tmp_path: Pa
     lent.mkdir()
     for entry in shared.iterdir():
         name = entry.name.lower()
-        if any(name == p or name.startswith((p + "-", p + ".", "_cffi_backend")) for p in LENT):
+        if any(name == p or name.startswith((p + "-", p + ".", "_cffi_backend")) for p in lent_packages):
             (lent / entry.name).symlink_to(entry)
     site = Path(
         run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).strip()
     )
     (site / "lent.pth").write_text(f"{lent}\n")
+    return source, env, python
+
+
+def test_pip_installs_the_library_alone_and_its_readme_example_runs(tmp_path: Path) -> None:
+    source, env, python = fresh_venv(tmp_path, LENT)
     run(
         python,
         "-m",
@@ -152,23 +159,7 @@ def test_the_async_extra_brings_greenlet_and_an_async_session_walks(tmp_path: Pa
     links = tmp_path / "links"
     links.mkdir()
     (links / wheels[0].name).symlink_to(wheels[0])
-    source = tmp_path / "src" / "pagination"
-    shutil.copytree(ROOT / "pagination", source, ignore=shutil.ignore_patterns("__pycache__"))
-    env = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    python = env / "bin" / "python"
-    shared = Path(sysconfig.get_paths()["purelib"])
-    lent = tmp_path / "lent"
-    lent.mkdir()
-    without_greenlet = [p for p in LENT if p != "greenlet"] + ["aiosqlite"]
-    for entry in shared.iterdir():
-        name = entry.name.lower()
-        if any(name == p or name.startswith((p + "-", p + ".", "_cffi_backend")) for p in without_greenlet):
-            (lent / entry.name).symlink_to(entry)
-    site = Path(
-        run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).strip()
-    )
-    (site / "lent.pth").write_text(f"{lent}\n")
+    source, env, python = fresh_venv(tmp_path, [p for p in LENT if p != "greenlet"] + ["aiosqlite"])
     before = run(python, "-c", "import importlib.util as u; print(u.find_spec('greenlet'))", cwd=tmp_path)
     assert before.strip() == "None", "greenlet is there before the install: the test proves nothing"
     run(

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, insert, select, text
+from sqlalchemy import DateTime, Engine, Index, Integer, MetaData, insert, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from pagination import AFTER, BEFORE, CursorCodec, Keyset, Position, filters_fingerprint, paginate
 
 from .databases import ENGINES
-from .library import library_engine, plan_nodes, statements_of
+from .library import analyze, library_engine, plan_nodes, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 60_000
@@ -58,8 +58,8 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=UTC)
 
 @pytest.fixture(scope="module", params=ENGINES)
 def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libplans"), "libplans") as engine:
-        Base.metadata.create_all(engine)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libplans")
+    with library_engine(kind, tmp, "libplans", Base.metadata) as engine:
         rows = [
             {
                 "id": i,
@@ -72,10 +72,7 @@ def shipments(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             for start in range(0, ROWS, 5000):
                 conn.execute(insert(Shipment), rows[start : start + 5000])
         with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.execute(text("ANALYZE lib_shipments"))
-            elif engine.dialect.name == "mysql":
-                conn.execute(text("ANALYZE TABLE lib_shipments"))
+            analyze(conn, "lib_shipments")
         yield engine
 
 

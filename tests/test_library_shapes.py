@@ -20,9 +20,8 @@ from sqlalchemy import Engine, ForeignKey, Integer, String, and_, delete, litera
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column
 
-from pagination import Keyset, KeysetError
-from pagination import statement as statement_module
-from pagination.statement import PLANS, plan
+from pagination import Keyset, KeysetError, planning
+from pagination.planning import PLANS, plan
 
 from .databases import ENGINES
 from .library import library_engine, unpaged, walk
@@ -47,8 +46,8 @@ class Note(Base):
 
 @pytest.fixture(scope="module", params=ENGINES)
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libshape"), "libshape") as engine:
-        Base.metadata.create_all(engine)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libshape")
+    with library_engine(kind, tmp, "libshape", Base.metadata) as engine:
         with Session(engine) as session:
             session.execute(delete(Note))
             session.execute(delete(Writer))
@@ -65,13 +64,13 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every statement analysed (not found in the memory of shapes), from a cleared memory."""
     PLANS.clear()
     seen: list[Any] = []
-    analyse = statement_module._verdict
+    analyse = planning._verdict
 
     def spy(stmt: Any, *args: Any) -> Any:
         seen.append(stmt)
         return analyse(stmt, *args)
 
-    monkeypatch.setattr(statement_module, "_verdict", spy)
+    monkeypatch.setattr(planning, "_verdict", spy)
     return seen
 
 
@@ -156,8 +155,8 @@ def test_constants_the_analysis_reads_are_part_of_the_shape(counted):
 def test_the_memory_is_bounded_and_shared_by_threads(counted, monkeypatch):
     # A memory of 4 shapes, and 8 threads paging 6 shapes: every call may find its entry
     # forgotten by another thread in the middle of its lookup.
-    small = statement_module._Remembered(4)
-    monkeypatch.setattr(statement_module, "PLANS", small)
+    small = planning._Remembered(4)
+    monkeypatch.setattr(planning, "PLANS", small)
     dialect = sqlite.dialect()
     sort = Keyset("note", Note.id)
     # A constant in the select list is part of the shape: each n is another shape.
@@ -187,4 +186,4 @@ def test_the_memory_is_bounded_and_shared_by_threads(counted, monkeypatch):
     assert len(small) == 4
     assert len(counted) >= 6  # each shape analysed (again when forgotten), none wrongly shared
     # The statement-wide memory is the same class, with its own bound.
-    assert isinstance(PLANS, statement_module._Remembered) and len(PLANS) <= statement_module._MAX_PLANS
+    assert isinstance(PLANS, planning._Remembered) and len(PLANS) <= planning._MAX_PLANS

@@ -224,14 +224,15 @@ AGGREGATES: dict[str, Any] = {
 
 @pytest.fixture(scope="module", params=ENGINES)
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libsound"), "libsound") as engine:
-        Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(insert(Doc), DOCS)
-            conn.execute(insert(Shop), SHOPS)
-            conn.execute(insert(Sale), SALES)
-            conn.execute(insert(Label), [{"id": i, "name": f"l{i % 3}"} for i in range(1, 6)])
-            conn.execute(insert(labels), SALE_LABELS)
+    rows = {
+        Doc: DOCS,
+        Shop: SHOPS,
+        Sale: SALES,
+        Label: [{"id": i, "name": f"l{i % 3}"} for i in range(1, 6)],
+        labels: SALE_LABELS,
+    }
+    kind, tmp = request.param, tmp_path_factory.mktemp("libsound")
+    with library_engine(kind, tmp, "libsound", Base.metadata, rows) as engine:
         yield engine
 
 

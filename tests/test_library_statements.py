@@ -137,8 +137,8 @@ class Pair(Base):
 
 @pytest.fixture(scope="module", params=ENGINES)
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libstmt"), "libstmt") as engine:
-        Base.metadata.create_all(engine)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libstmt")
+    with library_engine(kind, tmp, "libstmt", Base.metadata) as engine:
         yield engine
 
 
@@ -327,7 +327,7 @@ CASES = [
         Keyset("name", Author.name, Author.id),
     ),
     # MariaDB dropped rows of these, ordered by a column and then a selected expression, whatever
-    # the LIMIT (pagination/statement.py, `by_item`).
+    # the LIMIT (pagination/planning.py, `by_item`).
     Case(
         "distinct over a subquery, by an expression",
         lambda: select(SIZED.c.size, func.length(SIZED.c.name)).distinct(),
@@ -627,7 +627,7 @@ def test_seek_bounded_forces_the_expanded_form_with_a_leading_bound(dialect):
     with pytest.raises(KeysetError, match='seek must be "auto" or "bounded"'):
         sql("rows")
     with pytest.raises(TypeError):  # the form is the call's, never the sort's
-        Keyset("name", Author.name, Author.id, seek="bounded")  # type: ignore[call-arg]
+        Keyset("name", Author.name, Author.id, seek="bounded")
 
 
 def test_nullable_and_non_unique_sorts_are_judged_per_statement(lib):

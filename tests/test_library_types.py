@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, Integer, Interval, LargeBinary, Time, insert, select
+from sqlalchemy import Engine, Integer, Interval, LargeBinary, Time, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from pagination import Keyset
@@ -44,10 +44,8 @@ ROWS = [
 
 @pytest.fixture(scope="module", params=ENGINES)
 def spans(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    with library_engine(request.param, tmp_path_factory.mktemp("libtypes"), "libtypes") as engine:
-        Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(insert(Span), ROWS)
+    kind, tmp = request.param, tmp_path_factory.mktemp("libtypes")
+    with library_engine(kind, tmp, "libtypes", Base.metadata, {Span: ROWS}) as engine:
         yield engine
 
 

@@ -36,7 +36,7 @@ from sqlalchemy import select
 from orders.data.db import make_engine
 from orders.data.models import Order
 from orders.data.names import key_words, name_key
-from orders.finding import listing
+from orders.finding import search_window
 from orders.finding.sorts import SORTS
 from orders.web.request_log import HEADER
 
@@ -127,9 +127,9 @@ def matrix_apps(
 @pytest.fixture(scope="module", autouse=True)
 def small_search_window() -> Iterator[None]:
     """Windows of 3 entries: several-word searches cross many cut windows, empty pages among
-    them, in every walk (orders/finding/listing.py SEARCH_WINDOW; 1,000 in the app)."""
+    them, in every walk (orders/finding/search_window.py SEARCH_WINDOW; 1,000 in the app)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(listing, "SEARCH_WINDOW", 3)
+        patch.setattr(search_window, "SEARCH_WINDOW", 3)
         yield
 
 

@@ -38,6 +38,7 @@ from orders.web import metrics
 from .databases import unavailable
 from .fixtures import API_TOKEN, clear, make_app
 from .helpers import seed
+from .logs import whole_lines
 
 REDIS_URL = "redis://127.0.0.1:6379"
 FAMILIES = {
@@ -178,7 +179,7 @@ def test_every_family_is_the_sum_over_workers_under_load(served: tuple[str, Path
     assert total(found, "orders_ratelimit_fallback") == 0
 
     # One JSON line per request, from more than one worker: /metrics above added them up.
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in whole_lines(log) if line.startswith("{")]
     requests_logged = [line for line in lines if line["logger"] == "orders.request"]
     assert len({line["pid"] for line in requests_logged}) > 1, "one worker served everything"
     assert all(line["request_id"] and "duration_ms" in line for line in requests_logged)

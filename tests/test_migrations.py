@@ -21,7 +21,7 @@ from .helpers import BASE
 
 
 @pytest.fixture(params=ENGINES)
-def empty_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def empty_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     with throwaway_database(request.param, tmp_path, "schema") as url:
         yield url
 
@@ -92,7 +92,7 @@ def schema_of(engine: Engine) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("kind", ENGINES)
-def test_a_copy_of_the_migrated_template_is_the_migrated_schema(kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_copy_of_the_migrated_template_is_the_migrated_schema(kind: str, tmp_path) -> None:
     """tests/databases.py migrated_database copies a template instead of migrating: the copy has
     what the migrations build, down to the triggers, and its triggers work."""
     with throwaway_database(kind, tmp_path, "original") as url:

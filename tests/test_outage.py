@@ -12,6 +12,7 @@ every order is on screen exactly once, in order.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -21,12 +22,13 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from devtools.pgserver import Server, ServerUnavailable, debian_bindir
+from devtools.pgserver import Server
 from orders.data.db import make_engine, migrate
 from orders.data.models import STATUSES, Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
+from orders.views.health import READY_FOR_S
 
-from .databases import unavailable
+from .databases import own_postgresql
 from .fixtures import make_app
 from .helpers import BASE, add_orders
 from .live import LiveServer
@@ -38,15 +40,7 @@ ORDERS = 300
 
 @pytest.fixture
 def cluster() -> Iterator[Server]:
-    bindir = debian_bindir()
-    if bindir is None:
-        unavailable(
-            "PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)"
-        )
-    try:
-        server = Server.started(bindir, prefix="outage-pg-")
-    except ServerUnavailable as err:
-        unavailable("a throwaway PostgreSQL cluster", str(err))
+    server, _ = own_postgresql("outage-pg-")
     with server:
         yield server
 
@@ -55,7 +49,7 @@ def screen_ids(page: Page) -> list[int]:
     return [int(i) for i in page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")]
 
 
-def scroll_until(page: Page, done, max_steps: int = 400) -> None:  # type: ignore[no-untyped-def]
+def scroll_until(page: Page, done, max_steps: int = 400) -> None:
     for _ in range(max_steps):
         if done():
             return
@@ -79,8 +73,20 @@ def settle(page: Page) -> None:
     raise AssertionError("the list never settled")
 
 
+def health_turns(base_url: str, status: int) -> requests.Response:
+    """/healthz's answer once it is `status`: it keeps a readiness answer for READY_FOR_S (a
+    check right after the last one is the cached answer), so the first ask after the database
+    stopped or came back may still give the old one. Bounded: a few seconds past that."""
+    deadline = time.monotonic() + READY_FOR_S + 5
+    while True:
+        health = requests.get(f"{base_url}/healthz", timeout=10)
+        if health.status_code == status or time.monotonic() > deadline:
+            return health
+        time.sleep(0.1)
+
+
 def assert_unavailable(base_url: str) -> None:
-    health = requests.get(f"{base_url}/healthz", timeout=10)
+    health = health_turns(base_url, 503)
     assert health.status_code == 503 and int(health.headers["Retry-After"]) > 0
     api = requests.get(f"{base_url}/api/orders", timeout=10)
     assert api.status_code == 503 and int(api.headers["Retry-After"]) > 0
@@ -103,7 +109,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         ],
     )
     with Session(engine) as session:
-        expected = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
+        expected = list(session.scalars(select(Order.id).order_by(*LIBRARY_SORTS["newest"].order_by())))
     engine.dispose()
 
     app = make_app(cluster.url, AUTO_PAGES=1000, MAX_ROWS_IN_PAGE=0)  # keep every row: all read at the end
@@ -113,7 +119,7 @@ def test_database_down_mid_scroll_twice_then_retry_loses_and_repeats_nothing(clu
         app.extensions["engine"].dispose()
 
 
-def run_the_scroll(app, cluster: Server, page: Page, expected: list[int]) -> None:  # type: ignore[no-untyped-def]
+def run_the_scroll(app, cluster: Server, page: Page, expected: list[int]) -> None:
     with LiveServer(app) as server:
         page.goto(f"{server.url}/orders")
         settle(page)  # the first page prefetches the next one
@@ -134,7 +140,7 @@ def run_the_scroll(app, cluster: Server, page: Page, expected: list[int]) -> Non
             assert_unavailable(server.url)
 
             cluster.start()
-            assert requests.get(f"{server.url}/healthz", timeout=10).status_code == 200
+            assert health_turns(server.url, 200).status_code == 200
             retry.click()
             # The same cursor: the next rows follow the last row shown before the outage (and
             # the fresh sentinel may already be fetching more).

@@ -19,7 +19,7 @@ from .helpers import BASE, add_orders, delete_orders, link, seed, seed_ties
 
 pytestmark = pytest.mark.usefixtures("app")
 ROW_ID = re.compile(r'<tr id="order-\d+" data-id="(\d+)"')
-VARY = {"HX-Request", "HX-Boosted", "HX-History-Restore-Request"}
+VARY = {"HX-Request", "HX-Boosted", "HX-Request-Type", "HX-History-Restore-Request"}
 
 
 def vary(response) -> set[str]:
@@ -39,7 +39,7 @@ def test_full_page_has_rows_sentinel_and_footer(client, engine):
     seed_ties(engine, 50)
     html = client.get("/orders").get_data(as_text=True)
     assert len(ROW_ID.findall(html)) == 20
-    assert 'id="more"' in html and 'class="prefetch" aria-hidden="true" data-get="/orders?' in html
+    assert 'id="more"' in html and 'hx-get="/orders?' in html and 'hx-swap="scroll-window"' in html
     assert "<footer" in html
     # The total is unknown; indexes are not given (a window over a changing list cannot know them).
     assert 'aria-rowcount="-1"' in html and "aria-rowindex" not in html
@@ -189,6 +189,11 @@ def test_production_refuses_to_start_without_a_real_secret(monkeypatch):
         ({"HX-Request": "true", "HX-Boosted": "true"}, True),
         # htmx 2 restoring history without a snapshot sends both headers: a whole page it must be.
         ({"HX-Request": "true", "HX-History-Restore-Request": "true"}, True),
+        # htmx 4 restoring history (a full GET, no snapshot) sends the restore header alone.
+        ({"HX-History-Restore-Request": "true"}, True),
+        # htmx 4 selecting the list from the whole page (open(): Top, End, go to, the pill).
+        ({"HX-Request": "true", "HX-Request-Type": "full"}, True),
+        ({"HX-Request": "true", "HX-Request-Type": "partial"}, False),
     ],
 )
 def test_one_classification_decides_page_or_fragment_for_views_and_errors(
@@ -276,7 +281,7 @@ def test_a_page_size_chosen_in_the_url_holds_for_the_pages_after_it(client, engi
     assert after and "limit=3" in after and "status=paid" in after
     fragment = client.get(after, headers={"HX-Request": "true"}).get_data(as_text=True)
     assert len(ROW_ID.findall(fragment)) == 3
-    assert re.search(r'data-get="[^"]*limit=3', fragment), "the next fragment's URL lost the size"
+    assert re.search(r'hx-get="[^"]*limit=3', fragment), "the next fragment's URL lost the size"
     plain = client.get("/orders?status=paid").get_data(as_text=True)
     assert "limit=" not in (link(plain, "next") or "")
 

@@ -14,7 +14,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from orders.data.models import STATUSES, Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 from pagination import Keyset, iterate
 
 from .fixtures import clear
@@ -23,7 +23,7 @@ from .hunt import examples
 
 # Mixed directions over three columns: exercises the expanded seek form on every engine.
 MIXED = Keyset("mixed", Order.amount.desc(), Order.customer.asc(), Order.id.asc())
-ALL_SORTS = [*KEYSETS.values(), MIXED]
+ALL_SORTS = [*LIBRARY_SORTS.values(), MIXED]
 
 # Few distinct values, so most rows tie on the leading sort column: more equal timestamps
 # than a page holds is exactly where offset- and naive keyset-paging go wrong.
@@ -219,7 +219,7 @@ def test_cursor_row_equal_only_by_collation_is_not_shown_again(engine, codec):
     assert engine.dialect.name == "mysql"
     clear(engine)
     ids = add_orders(engine, [(BASE, name, Decimal("1.00"), "paid") for name in ["ana"] * 3 + ["bia"] * 3])
-    keyset = KEYSETS["customer"]
+    keyset = LIBRARY_SORTS["customer"]
     first = get_page(engine, keyset, codec, 2, None)
     cursor_row = first.items[-1].id
     with Session(engine) as session:

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine
 from orders.exports.stream import batch_sql, compile_for_driver, driver_params, export_columns
-from orders.finding.listing import ListRequest
-from orders.finding.sorts import KEYSETS, SORTS
+from orders.finding.request import ListRequest
+from orders.finding.sorts import LIBRARY_SORTS, SORTS
 from pagination import (
     AFTER,
     BEFORE,
@@ -28,7 +28,7 @@ from pagination import (
 )
 
 from .databases import ENGINES, POSTGRESQL, migrated_database
-from .helpers import plan_nodes, seed_orders_only, statements_of
+from .helpers import analyze, plan_nodes, seed_orders_only, statements_of
 
 pytestmark = pytest.mark.slow
 ROWS = 120_000
@@ -41,15 +41,11 @@ def big(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     with migrated_database(request.param, tmp_path_factory.mktemp("plans"), "plans") as url:
         engine = make_engine(url)
         # The plans read here are the list's and the export's, on `orders` alone
-        # (tests/test_find_plans.py reads the search's): seeded without the words, this module
-        # alone took 9.4 s (MariaDB's server 1.3 CPU s, PostgreSQL 15's 1.4), with them 33.7 s
-        # (14.9 and 7.5).
+        # (tests/test_find_plans.py reads the search's): seeded without the words, which these
+        # plans never read and which are most of a seed's work.
         seed_orders_only(engine, ROWS)
         with Session(engine) as session:
-            if engine.dialect.name == "postgresql":
-                session.execute(text("ANALYZE orders"))
-            elif engine.dialect.name in ("mysql", "mariadb"):
-                session.execute(text("ANALYZE TABLE orders"))
+            analyze(session, "orders")
             session.commit()
         yield engine
         engine.dispose()
@@ -121,7 +117,7 @@ START_AT = "start_at"
 
 @pytest.mark.parametrize(("sort", "status", "direction"), CASES)
 def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, direction, capsys):
-    keyset = KEYSETS[sort]
+    keyset = LIBRARY_SORTS[sort]
     # The app's own statement, index hints included.
     stmt = ListRequest(sort, status, LIMIT).statement()
     position_stmt = (
@@ -159,7 +155,7 @@ def test_every_query_of_a_deep_page_reads_an_index_range(big, sort, status, dire
 
 @pytest.mark.parametrize("direction", [AFTER, BEFORE])
 def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direction, capsys):
-    keyset = KEYSETS["newest"]
+    keyset = LIBRARY_SORTS["newest"]
     stmt = ListRequest("newest", None, LIMIT).statement()
     with Session(big) as session:
         keys = tuple(
@@ -202,7 +198,7 @@ def test_keyset_select_is_the_statement_a_page_runs_and_reads_a_range(big, direc
 def test_each_export_batch_on_postgresql_is_one_index_range(big, sort, capsys):
     """The export's read of one batch (orders/exports/stream.py) and the probe that finds the batch's
     end, at 90% depth: each reads the sort's index from one keyset to the other, no scan."""
-    keyset, index = KEYSETS[sort], SORTS[sort].index
+    keyset, index = LIBRARY_SORTS[sort], SORTS[sort].index
     listing = ListRequest(sort, None, LIMIT)
     stmt = listing.statement().with_only_columns(
         *export_columns("postgresql", keyset), maintain_column_froms=True

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 from pagination import InvalidCursor, InvalidPosition, PaginationError, iterate, paginate, start_at
 
 from .fixtures import clear
@@ -55,7 +55,7 @@ def in_sort_order(key, keyset):
 def test_a_page_at_values_starts_at_the_first_row_at_or_past_them(engine, codec, rows, limit, sort, data):
     clear(engine)
     add_orders(engine, rows)
-    keyset = KEYSETS[sort]
+    keyset = LIBRARY_SORTS[sort]
     expected = unpaged_ids(engine, keyset, None)
     column = keyset.columns[0].expr.key
     pool = {"newest": TIMES, "oldest": TIMES, "amount": AMOUNTS, "customer": [*NAMES, "an", "a", "e"]}[sort]
@@ -97,7 +97,7 @@ def test_a_customer_prefix_jump_lands_on_the_first_name_at_or_after_it(engine, c
     ids = add_orders(
         engine, [(BASE, name, Decimal("1.00"), "paid") for name in ["ana", "bia", "bruno", "caio"]]
     )
-    keyset = KEYSETS["customer"]
+    keyset = LIBRARY_SORTS["customer"]
     page = get_page(
         engine, keyset, codec, 10, None, after=start_at(keyset, ["b"], codec=codec, filters={"status": None})
     )
@@ -118,7 +118,7 @@ def test_newest_jump_to_a_time_starts_at_that_time_or_earlier(engine, codec):
     clear(engine)
     times = [BASE + dt.timedelta(minutes=m) for m in range(6)]
     ids = add_orders(engine, [(t, "ana", Decimal("1.00"), "paid") for t in times])
-    keyset = KEYSETS["newest"]
+    keyset = LIBRARY_SORTS["newest"]
     moment = (BASE + dt.timedelta(minutes=3, seconds=30)).astimezone(dt.timezone(dt.timedelta(hours=-3)))
     cursor = start_at(keyset, [moment], codec=codec, filters={"status": None})
     page = get_page(engine, keyset, codec, 2, None, after=cursor)
@@ -142,24 +142,24 @@ def test_newest_jump_to_a_time_starts_at_that_time_or_earlier(engine, codec):
 )
 def test_values_a_column_cannot_hold_are_an_invalid_position_naming_them(codec, sort, values, shown):
     with pytest.raises(InvalidPosition) as caught:
-        start_at(KEYSETS[sort], values, codec=codec)
+        start_at(LIBRARY_SORTS[sort], values, codec=codec)
     assert shown in str(caught.value)
     assert isinstance(caught.value, PaginationError)
 
 
 def test_a_position_is_bound_to_its_sort_and_filters(codec):
-    cursor = start_at(KEYSETS["customer"], ["ana"], codec=codec, filters={"status": "paid"})
+    cursor = start_at(LIBRARY_SORTS["customer"], ["ana"], codec=codec, filters={"status": "paid"})
     position = codec.decode(cursor)
     assert position.inclusive and position.keys == ("ana",)
-    KEYSETS["customer"].check(position, direction="after", filters=position.filters)
+    LIBRARY_SORTS["customer"].check(position, direction="after", filters=position.filters)
     with pytest.raises(PaginationError):
-        KEYSETS["newest"].check(position, direction="after", filters=position.filters)
+        LIBRARY_SORTS["newest"].check(position, direction="after", filters=position.filters)
     # A prefix is a start_at() position only: a cursor made from a row holds every key.
     from pagination import Position
 
     exclusive = codec.decode(codec.encode(Position("customer", "after", position.filters, ("ana",))))
     with pytest.raises(InvalidCursor, match="does not fit"):
-        KEYSETS["customer"].check(exclusive, direction="after", filters=position.filters)
+        LIBRARY_SORTS["customer"].check(exclusive, direction="after", filters=position.filters)
 
 
 def test_meta_is_sealed_into_every_cursor_a_page_or_batch_returns(engine, session, codec):
@@ -167,7 +167,7 @@ def test_meta_is_sealed_into_every_cursor_a_page_or_batch_returns(engine, sessio
         engine, [(BASE + dt.timedelta(minutes=i % 3), "ana", Decimal("1.00"), "paid") for i in range(7)]
     )
     meta = {"lsn": "0/3000060"}
-    keyset = KEYSETS["newest"]
+    keyset = LIBRARY_SORTS["newest"]
     first = paginate(session, statement(None), keyset, limit=3, codec=codec, meta=meta)
     middle = paginate(
         session, statement(None), keyset, limit=3, codec=codec, after=first.next_cursor, meta=meta

@@ -1,4 +1,4 @@
-"""A replica-routed page decodes its cursor once: orders/finding/listing.py decodes it into the list request,
+"""A replica-routed page decodes its cursor once: orders/finding/request.py decodes it into the list request,
 which read routing asks for the WAL position in its meta and the page pages from.
 
 DATABASE_REPLICA_URLS names the primary itself: it leads, so it takes no replica reads, but every

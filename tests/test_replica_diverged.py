@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from devtools.pgserver import Server, ServerUnavailable, debian_bindir
+from devtools.pgserver import Server
 from orders.data.db import make_engine, migrate
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 
-from .databases import unavailable
+from .databases import own_postgresql
 from .fixtures import make_app
 from .helpers import seed
 
@@ -31,13 +31,7 @@ from .helpers import seed
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[Server, Server]]:
     """(old, new) as a failover left them, `old` not rewound."""
-    bindir = debian_bindir()
-    if bindir is None:
-        unavailable("PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb")
-    try:
-        old = Server.started(bindir, prefix="diverged-pg-")
-    except ServerUnavailable as err:
-        unavailable("a throwaway PostgreSQL cluster", str(err))
+    old, bindir = own_postgresql("diverged-pg-")
     with old, Server(bindir, prefix="diverged-pg-") as new:
         engine = make_engine(old.url)
         try:
@@ -74,7 +68,7 @@ def test_a_standby_past_the_primarys_position_reads_nothing(
     try:
         seed(primary, 30)  # on the new primary only
         with Session(primary) as session:
-            expected = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
+            expected = list(session.scalars(select(Order.id).order_by(*LIBRARY_SORTS["newest"].order_by())))
         with primary.connect() as conn:
             new_lsn = conn.execute(text("SELECT pg_current_wal_lsn()")).scalar()
     finally:

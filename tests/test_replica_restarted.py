@@ -20,12 +20,12 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from devtools.pgserver import Server, ServerUnavailable, debian_bindir
+from devtools.pgserver import Server
 from orders.data.db import make_engine, migrate
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 
-from .databases import unavailable
+from .databases import own_postgresql
 from .fixtures import make_app
 from .helpers import seed
 
@@ -48,13 +48,7 @@ def _replayed(server: Server) -> str:
 @pytest.fixture
 def servers() -> Iterator[tuple[Server, Server, Server]]:
     """(primary, standby streaming from it, an older backup of it made a standby, not started)."""
-    bindir = debian_bindir()
-    if bindir is None:
-        unavailable("PostgreSQL server binaries", "no /usr/lib/postgresql/*/bin/initdb")
-    try:
-        primary = Server.started(bindir, prefix="restarted-pg-")
-    except ServerUnavailable as err:
-        unavailable("a throwaway PostgreSQL cluster", str(err))
+    primary, bindir = own_postgresql("restarted-pg-")
     with (
         primary,
         Server(bindir, prefix="restarted-pg-") as older,
@@ -82,7 +76,7 @@ def test_a_cursor_is_not_read_on_a_replica_that_came_back_behind_it(
     engine = make_engine(primary.url)
     try:
         with Session(engine) as session:
-            expected = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
+            expected = list(session.scalars(select(Order.id).order_by(*LIBRARY_SORTS["newest"].order_by())))
     finally:
         engine.dispose()
     app = make_app(primary.url, DATABASE_REPLICA_URLS=standby.url, REPLICA_MAX_LAG_MS=600_000)

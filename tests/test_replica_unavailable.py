@@ -107,7 +107,7 @@ def test_a_frozen_replica_ends_the_read_within_the_read_timeout(dbs: Databases) 
         deadline = time.monotonic() + 30
         while name not in client.get("/api/orders?limit=10").headers.get("Server-Timing", ""):
             assert time.monotonic() < deadline, "no read went to the standby"
-        with frozen(postgres_processes(standby)):  # type: ignore[arg-type]
+        with frozen(postgres_processes(standby)):
             # Past REFRESH_SECONDS: the read's routing probes every node in rotation, the frozen
             # one included (that probe once waited without a bound, whenever a refresh was due).
             time.sleep(REFRESH_SECONDS * 2)

@@ -29,6 +29,7 @@ from orders.web.request_log import HEADER, json_logs
 
 from .fixtures import clear
 from .helpers import seed
+from .logs import whole_lines
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
@@ -118,11 +119,28 @@ def test_the_fronts_id_reaches_the_log_lines_and_the_client(
         assert hidden.status_code == 404, path
         assert UUID.fullmatch(hidden.headers[HEADER])  # the front's own answers carry one too
     assert requests.get(f"{direct}/metrics", timeout=30).status_code == 200
-    logged = [json.loads(line) for line in app_log.read_text().splitlines() if line.startswith("{")]
+    logged = [json.loads(line) for line in whole_lines(app_log) if line.startswith("{")]
     mine = [line for line in logged if line.get("request_id") == rid]
     assert [(line["logger"], line["status"], line["rows"]) for line in mine] == [("orders.request", 200, 3)]
     # haproxy writes its line once the answer is sent: looked for a few seconds at most.
     deadline = time.monotonic() + 5
-    while not any(line.rstrip().endswith(rid) for line in front_log.read_text().splitlines()):
+    while not any(line.rstrip().endswith(rid) for line in whole_lines(front_log)):
         assert time.monotonic() < deadline, "the front's log line has no request id"
         time.sleep(0.1)
+
+
+def test_the_fronts_log_keeps_paths_and_masks_query_values(
+    behind_front: tuple[str, str, Path, Path],
+) -> None:
+    """A token a client wrongly puts in the query (issue 58: it landed in the front's log whole):
+    the front logs the path and the parameters' names, never a value; the app logs the path."""
+    public, _direct, app_log, front_log = behind_front
+    secret = "s3cr3t-t0ken-in-the-query"
+    answer = requests.get(f"{public}/api/orders?limit=2&token={secret}&after", timeout=30)
+    rid = answer.headers[HEADER]
+    deadline = time.monotonic() + 5
+    while not (mine := [line for line in whole_lines(front_log) if line.rstrip().endswith(rid)]):
+        assert time.monotonic() < deadline, "the front's log line has no request id"
+        time.sleep(0.1)
+    assert '"GET /api/orders?limit=*&token=*&after HTTP/1.1"' in mine[0], mine[0]
+    assert secret not in "\n".join(whole_lines(front_log) + whole_lines(app_log))

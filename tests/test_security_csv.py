@@ -26,7 +26,7 @@ from orders.data.db import make_engine, migrate
 from orders.data.models import Order
 from orders.exports.csv_format import CSV_COLUMNS, FORMULA_TRIGGERS, LEADING_BLANKS, csv_line, neutralize
 from orders.exports.stream import export_chunks
-from orders.finding.listing import ListRequest
+from orders.finding.request import ListRequest
 from pagination import CursorCodec, iterate
 
 from .databases import SERVERS, migrated_database
@@ -91,7 +91,7 @@ def test_the_blanks_are_every_space_and_format_character() -> None:
 
 
 @pytest.fixture
-def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
+def app(tmp_path) -> Flask:
     url = f"sqlite:///{tmp_path / 'csv.db'}"
     engine = make_engine(url)
     migrate(engine)
@@ -114,7 +114,7 @@ def python_written(
     csv_line() in Python, line by line."""
     columns = [Order.__table__.c[name] for name in CSV_COLUMNS]
     stmt = listing.statement().with_only_columns(*columns, maintain_column_froms=True)
-    batches = iterate(session, stmt, listing.keyset, batch_size=batch, codec=codec, filters=listing.filters)
+    batches = iterate(session, stmt, listing.sort, batch_size=batch, codec=codec, filters=listing.filters)
     return "".join(csv_line(row, raw=raw) for b in batches for row in b.items)
 
 
@@ -165,7 +165,7 @@ def test_web_export_neutralizes_formula_cells(app: Flask) -> None:
         assert row[0].isdigit() and Decimal(row[2]) >= 0 and row[3] == "paid" and row[4].endswith("Z")
 
 
-def test_cli_export_neutralizes_and_raw_writes_names_as_stored(app: Flask, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_export_neutralizes_and_raw_writes_names_as_stored(app: Flask, tmp_path) -> None:
     runner = app.test_cli_runner()
     safe, raw = tmp_path / "safe.csv", tmp_path / "raw.csv"
     assert runner.invoke(args=["export", "--output", str(safe)]).exit_code == 0
@@ -176,7 +176,7 @@ def test_cli_export_neutralizes_and_raw_writes_names_as_stored(app: Flask, tmp_p
     assert safe.read_bytes() == app.test_client().get("/orders/export.csv").get_data()
 
 
-def test_resumed_export_with_formula_cells_is_byte_identical(app: Flask, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_resumed_export_with_formula_cells_is_byte_identical(app: Flask, tmp_path) -> None:
     """Resume after every batch boundary (batches of 3): the pieces concatenate to the whole."""
     runner = app.test_cli_runner()
     whole = tmp_path / "whole.csv"
@@ -246,7 +246,7 @@ def reread(data: bytes, separator: str, *, trim: bool = False) -> list[list[str]
 @given(customers=st.lists(NAME_TEXT, min_size=1, max_size=12), raw=st.booleans(), batch=st.integers(1, 5))
 def test_server_formatted_export_writes_what_the_python_writer_writes(
     server_app: Flask, customers, raw, batch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """On PostgreSQL the export is COPY, on MariaDB a SELECT of lines, both with the formula
     neutralizing in SQL; SQLite formats rows in Python. All must give the same bytes for any
     name, and read back (with "," as written, or ";" as a European spreadsheet splits) no cell

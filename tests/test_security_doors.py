@@ -32,7 +32,7 @@ def db_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture
-def new_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
+def new_app(db_file: str) -> Iterator:
     made: list[Flask] = []
 
     def make(**config: object) -> Flask:
@@ -48,7 +48,7 @@ def new_app(db_file: str) -> Iterator:  # type: ignore[type-arg]
 # --- Writes need a token ---------------------------------------------------------------------
 
 
-def test_writes_need_a_valid_bearer_token(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_writes_need_a_valid_bearer_token(new_app) -> None:
     client = new_app(API_TOKENS=f"other-token, {API_TOKEN}", **CLIENT_LIMITS).test_client()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {API_TOKEN}"}):
         for response in (
@@ -70,7 +70,7 @@ def test_writes_need_a_valid_bearer_token(new_app) -> None:  # type: ignore[no-u
     assert client.get("/api/orders").status_code == 200
 
 
-def test_tokens_are_compared_in_constant_time(new_app, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_tokens_are_compared_in_constant_time(new_app, monkeypatch) -> None:
     """Every configured token is compared with hmac.compare_digest, even after a match."""
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
@@ -85,7 +85,7 @@ def test_tokens_are_compared_in_constant_time(new_app, monkeypatch) -> None:  # 
     assert [b for _, b in calls] == [API_TOKEN.encode(), b"second", b"third"]
 
 
-def test_without_tokens_writes_are_open_to_loopback_only(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_without_tokens_writes_are_open_to_loopback_only(new_app) -> None:
     client = new_app(**CLIENT_LIMITS).test_client()  # API_TOKENS unset: development
     assert client.post("/api/orders", json=ORDER).status_code == 201  # the test client is 127.0.0.1
     assert client.post("/api/orders", json=ORDER, environ_base={"REMOTE_ADDR": "::1"}).status_code == 201
@@ -97,7 +97,7 @@ def test_without_tokens_writes_are_open_to_loopback_only(new_app) -> None:  # ty
         assert response.status_code == 401, remote
 
 
-def test_behind_trusted_proxies_the_forwarded_address_counts(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_behind_trusted_proxies_the_forwarded_address_counts(new_app) -> None:
     """A proxy on this machine makes every client look like loopback: with TRUSTED_PROXIES the
     address the proxy forwards is the client's (writes and limits); without it the header is
     the client's own words and is ignored."""
@@ -139,13 +139,13 @@ PRODUCTION = {
         "short",
     ],
 )
-def test_production_refuses_a_secret_key_that_is_not_random(new_app, key: str) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_a_secret_key_that_is_not_random(new_app, key: str) -> None:
     assert secret_key_problem(key)
     with pytest.raises(SettingsError, match="SECRET_KEY"):
         new_app(**{**PRODUCTION, "SECRET_KEY": key})
 
 
-def test_production_accepts_generated_keys(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_production_accepts_generated_keys(new_app) -> None:
     import secrets
 
     for key in [secrets.token_hex(16) for _ in range(200)] + [secrets.token_urlsafe(32) for _ in range(200)]:
@@ -153,7 +153,7 @@ def test_production_accepts_generated_keys(new_app) -> None:  # type: ignore[no-
     assert new_app(**{**PRODUCTION, "SECRET_KEY": secrets.token_urlsafe(48)}).config["PRODUCTION"]
 
 
-def test_production_refuses_to_start_without_tokens_or_hosts(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_production_refuses_to_start_without_tokens_or_hosts(new_app) -> None:
     with pytest.raises(SettingsError, match="API_TOKENS"):
         new_app(**{**PRODUCTION, "API_TOKENS": ""})
     with pytest.raises(SettingsError, match="API_TOKENS"):
@@ -162,7 +162,7 @@ def test_production_refuses_to_start_without_tokens_or_hosts(new_app) -> None:  
         new_app(**{**PRODUCTION, "TRUSTED_HOSTS": None})
 
 
-def test_production_from_the_environment(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_production_from_the_environment(monkeypatch) -> None:
     """The variables an operator sets, read as create_app() reads them under gunicorn."""
     import secrets
 
@@ -188,7 +188,7 @@ def test_production_from_the_environment(monkeypatch) -> None:  # type: ignore[n
 # --- Rate limits --------------------------------------------------------------------------------
 
 
-def test_writes_have_a_tighter_limit_than_reads(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_writes_have_a_tighter_limit_than_reads(new_app) -> None:
     app = new_app(API_TOKENS=API_TOKEN, RATELIMIT_READS="8 per minute", RATELIMIT_WRITES="3 per minute")
     client = app.test_client()
     for _ in range(3):
@@ -213,7 +213,7 @@ def test_writes_have_a_tighter_limit_than_reads(new_app) -> None:  # type: ignor
     static.close()
 
 
-def test_limits_are_per_client(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_limits_are_per_client(new_app) -> None:
     client = new_app(RATELIMIT_READS="2 per minute").test_client()
     for _ in range(2):
         assert client.get("/api/orders").status_code == 200
@@ -222,7 +222,7 @@ def test_limits_are_per_client(new_app) -> None:  # type: ignore[no-untyped-def]
     assert client.get("/api/orders", environ_base=other).status_code == 200
 
 
-def test_limits_are_read_per_request(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_limits_are_read_per_request(new_app) -> None:
     app = new_app(RATELIMIT_READS="1 per minute")
     client = app.test_client()
     assert client.get("/api/orders").status_code == 200
@@ -234,7 +234,7 @@ def test_limits_are_read_per_request(new_app) -> None:  # type: ignore[no-untype
 # --- Answers to requests that are not what they should be -----------------------------------------
 
 
-def test_405_says_which_methods_are_allowed(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_405_says_which_methods_are_allowed(new_app) -> None:
     client = new_app().test_client()
     response = client.put("/api/orders")
     assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
@@ -243,7 +243,7 @@ def test_405_says_which_methods_are_allowed(new_app) -> None:  # type: ignore[no
     assert page.status_code == 405 and "GET" in page.headers["Allow"]
 
 
-def test_untrusted_hosts_are_refused_not_copied_into_redirects(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_untrusted_hosts_are_refused_not_copied_into_redirects(new_app) -> None:
     client = new_app().test_client()
     redirect = client.get("/orders//1", headers={"Host": "localhost:5000"})
     assert redirect.status_code in (301, 308) and "evil" not in redirect.headers["Location"]
@@ -255,7 +255,7 @@ def test_untrusted_hosts_are_refused_not_copied_into_redirects(new_app) -> None:
     assert client.get("/api/orders", headers={"Host": "evil.example"}).json["error"]["code"] == "bad_request"
 
 
-def test_dynamic_answers_are_private_static_files_are_not_touched(new_app) -> None:  # type: ignore[no-untyped-def]
+def test_dynamic_answers_are_private_static_files_are_not_touched(new_app) -> None:
     client = new_app().test_client()
     for path in (
         "/orders",
@@ -284,7 +284,7 @@ def _raw(url: str, request: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("case", list(chunked_bodies()))
-def test_chunked_bodies_malformed_400_too_long_413(new_app, case: str) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_bodies_malformed_400_too_long_413(new_app, case: str) -> None:
     body, status = chunked_bodies()[case]
     app = new_app(API_TOKENS=API_TOKEN, **CLIENT_LIMITS)
     with LiveServer(app) as server:

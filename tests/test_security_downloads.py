@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -41,6 +42,7 @@ from orders.data.db import make_engine, migrate
 from .databases import throwaway_database
 from .fixtures import API_TOKEN, CHUNKED_POST, chunked_bodies
 from .helpers import seed_orders_only
+from .logs import whole_lines
 
 # About 17 MB of CSV: far more than the kernel buffers between server and client hold (4 MB
 # send buffer at most here), so the server's thread really waits for the slow reader.
@@ -68,7 +70,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
         with recipe_server(url, log) as (base, master):
             yield base, url, master
-        print(log.read_text()[-3000:])
+        print("\n".join(whole_lines(log))[-3000:])
 
 
 @contextmanager
@@ -95,7 +97,7 @@ def recipe_server(url: str, log: Path) -> Iterator[tuple[str, psutil.Process]]:
     try:
         deadline = time.monotonic() + 30
         while len(master.children()) < WORKERS or not _answers(base):
-            assert process.poll() is None, log.read_text()[-2000:]
+            assert process.poll() is None, "\n".join(whole_lines(log))[-2000:]
             assert time.monotonic() < deadline, "gunicorn did not start"
             time.sleep(0.1)
         yield base, master
@@ -109,19 +111,24 @@ def _answers(base: str) -> bool:
     return False
 
 
+def activity(url: str, sql: str, **params: str) -> list[Any]:
+    """The rows of `sql` over pg_stat_activity, read on a connection of its own to the database
+    at `url` (named :db in `sql`)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(text(sql), {"db": make_url(url).database, **params}).all())
+    finally:
+        engine.dispose()
+
+
 def sessions_by_state(url: str) -> dict[str, int]:
     """The app's connections to this database by state (this query's own excluded)."""
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT coalesce(state, '?'), count(*) FROM pg_stat_activity "
-                "WHERE datname = :db AND pid <> pg_backend_pid() GROUP BY 1"
-            ),
-            {"db": make_url(url).database},
-        ).all()
-    engine.dispose()
-    return dict(rows)  # type: ignore[arg-type]
+    sql = (
+        "SELECT coalesce(state, '?'), count(*) FROM pg_stat_activity "
+        "WHERE datname = :db AND pid <> pg_backend_pid() GROUP BY 1"
+    )
+    return {state: n for state, n in activity(url, sql)}
 
 
 def idle_in_transaction(url: str) -> int:
@@ -130,20 +137,15 @@ def idle_in_transaction(url: str) -> int:
 
 
 def transactions_open_longer_than(url: str, held: str) -> int:
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        count = conn.execute(
-            text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid() "
-                "AND xact_start < now() - CAST(:held AS interval)"
-            ),
-            {"db": make_url(url).database, "held": held},
-        ).scalar_one()
-    engine.dispose()
-    return count
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid() "
+        "AND xact_start < now() - CAST(:held AS interval)"
+    )
+    ((count,),) = activity(url, sql, held=held)
+    return int(count)
 
 
-def test_heads_and_abandoned_downloads_hold_no_transaction(served) -> None:  # type: ignore[no-untyped-def]
+def test_heads_and_abandoned_downloads_hold_no_transaction(served) -> None:
     base, url, _ = served
     for _ in range(40):
         response = requests.head(f"{base}/orders/export.csv", timeout=30)
@@ -196,7 +198,7 @@ def dechunk(response: bytes) -> bytes:
         body = body[size + 2 :]
 
 
-def test_slow_downloads_complete_while_the_app_stays_available(served) -> None:  # type: ignore[no-untyped-def]
+def test_slow_downloads_complete_while_the_app_stays_available(served) -> None:
     base, url, master = served
     workers_before = {p.pid for p in master.children()}
     fast = requests.get(f"{base}/orders/export.csv", timeout=60).content
@@ -253,7 +255,7 @@ def test_slow_downloads_complete_while_the_app_stays_available(served) -> None: 
 
 
 @pytest.mark.parametrize("case", list(chunked_bodies()))
-def test_chunked_bodies_through_gunicorn(served, case: str) -> None:  # type: ignore[no-untyped-def]
+def test_chunked_bodies_through_gunicorn(served, case: str) -> None:
     base, _, _ = served
     body, status = chunked_bodies()[case]
     host, port = base.removeprefix("http://").split(":")

@@ -38,7 +38,7 @@ def server_db(
 
 
 @pytest.fixture
-def new_app(server_db: tuple[str, str]) -> Iterator:  # type: ignore[type-arg]
+def new_app(server_db: tuple[str, str]) -> Iterator:
     made: list[Flask] = []
 
     def make(on_connect: str | None = None) -> Flask:
@@ -61,13 +61,13 @@ def new_app(server_db: tuple[str, str]) -> Iterator:  # type: ignore[type-arg]
         app.extensions["engine"].dispose()
 
 
-def assert_unavailable(response) -> None:  # type: ignore[no-untyped-def]
+def assert_unavailable(response) -> None:
     assert response.status_code == 503, response.get_data()[:300]
     assert response.json["error"]["code"] == "unavailable"
     assert int(response.headers["Retry-After"]) > 0
 
 
-def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, new_app, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, new_app, caplog) -> None:
     _, url = server_db
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
@@ -91,7 +91,7 @@ def test_a_missing_column_is_a_500_with_its_trace_logged(server_db, new_app, cap
         admin.dispose()
 
 
-def test_a_read_only_server_is_unavailable(server_db, new_app) -> None:  # type: ignore[no-untyped-def]
+def test_a_read_only_server_is_unavailable(server_db, new_app) -> None:
     """What a standby in recovery, or a primary being failed over, answers to a write."""
     kind, _ = server_db
     read_only = (
@@ -104,7 +104,7 @@ def test_a_read_only_server_is_unavailable(server_db, new_app) -> None:  # type:
     assert client.get("/api/orders").status_code == 200  # reads go on
 
 
-def test_a_lock_wait_that_times_out_is_unavailable(server_db, new_app) -> None:  # type: ignore[no-untyped-def]
+def test_a_lock_wait_that_times_out_is_unavailable(server_db, new_app) -> None:
     kind, url = server_db
     writer = new_app().test_client()
     order_id = writer.post("/api/orders", json=ORDER, headers=AUTH).json["id"]

@@ -13,7 +13,7 @@ from .fixtures import authorized_client, make_app, migrated, with_token
 
 
 @pytest.fixture
-def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
+def app(tmp_path) -> Flask:
     url = f"sqlite:///{tmp_path / 'input.db'}"
     migrated(url)
     app = with_token(make_app(url))
@@ -22,11 +22,11 @@ def app(tmp_path) -> Flask:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def client(app: Flask):  # type: ignore[no-untyped-def]
+def client(app: Flask):
     return authorized_client(app)
 
 
-def post_raw(client, body: str):  # type: ignore[no-untyped-def]
+def post_raw(client, body: str):
     return client.post("/api/orders", data=body.encode(), content_type="application/json")
 
 
@@ -51,13 +51,13 @@ def post_raw(client, body: str):  # type: ignore[no-untyped-def]
         "",
     ],
 )
-def test_misleading_names_are_refused(client, customer: str) -> None:  # type: ignore[no-untyped-def]
+def test_misleading_names_are_refused(client, customer: str) -> None:
     response = client.post("/api/orders", json={"customer": customer, "amount": "1.00"})
     assert response.status_code == 422, customer
     assert set(response.json["error"]["errors"]) == {"customer"}
 
 
-def test_names_are_stored_in_nfc(client) -> None:  # type: ignore[no-untyped-def]
+def test_names_are_stored_in_nfc(client) -> None:
     composed, decomposed = "Jos\u00e9", "Jose\u0301"
     a = client.post("/api/orders", json={"customer": decomposed, "amount": "1.00"}).json
     b = client.post("/api/orders", json={"customer": composed, "amount": "1.00"}).json
@@ -101,7 +101,7 @@ def test_names_are_stored_in_nfc(client) -> None:  # type: ignore[no-untyped-def
         '"99999999999"',
     ],
 )
-def test_amounts_follow_one_grammar_for_strings_and_numbers(client, amount: str) -> None:  # type: ignore[no-untyped-def]
+def test_amounts_follow_one_grammar_for_strings_and_numbers(client, amount: str) -> None:
     response = post_raw(client, f'{{"customer": "Ana", "amount": {amount}}}')
     assert response.status_code == 422, amount
     errors = response.json["error"]["errors"]
@@ -123,13 +123,13 @@ def test_amounts_follow_one_grammar_for_strings_and_numbers(client, amount: str)
         ("9999999999.99", "9999999999.99"),
     ],
 )
-def test_amounts_accepted_by_that_grammar(client, amount: str, stored: str) -> None:  # type: ignore[no-untyped-def]
+def test_amounts_accepted_by_that_grammar(client, amount: str, stored: str) -> None:
     response = post_raw(client, f'{{"customer": "Ana", "amount": {amount}}}')
     assert response.status_code == 201, response.json
     assert response.json["amount"] == stored
 
 
-def test_json_that_python_would_bend_is_refused(client) -> None:  # type: ignore[no-untyped-def]
+def test_json_that_python_would_bend_is_refused(client) -> None:
     duplicate = post_raw(client, '{"customer": "Ana", "amount": "1", "amount": "2"}')
     assert duplicate.status_code == 422 and "twice" in duplicate.json["error"]["errors"]["body"]
     huge = post_raw(client, '{"customer": "Ana", "amount": ' + "9" * 5000 + "}")
@@ -144,7 +144,7 @@ def test_json_that_python_would_bend_is_refused(client) -> None:  # type: ignore
     "segment",
     ["\u0661\u0662", "\uff11\uff12", "\u0967", "012", "0", "+12", "12 ", "1_2", "9" * 20, str(2**63)],
 )
-def test_ids_in_paths_are_ascii_digits_only(client, segment: str) -> None:  # type: ignore[no-untyped-def]
+def test_ids_in_paths_are_ascii_digits_only(client, segment: str) -> None:
     for _ in range(12):
         client.post("/api/orders", json={"customer": "Ana", "amount": "1"})
     assert client.get("/api/orders/12").status_code == 200 and client.get("/orders/12").status_code == 200
@@ -157,13 +157,13 @@ def test_ids_in_paths_are_ascii_digits_only(client, segment: str) -> None:  # ty
 # --- created_at: bounded, and the "N new orders" banner stays honest ------------------------------
 
 
-def count_in_banner(client, url: str) -> int:  # type: ignore[no-untyped-def]
+def count_in_banner(client, url: str) -> int:
     text = client.get(url).get_data(as_text=True)
     match = re.search(r"(\d+)\+? new order", text)
     return int(match.group(1)) if match else 0
 
 
-def test_future_dates_are_refused(client, app: Flask) -> None:  # type: ignore[no-untyped-def]
+def test_future_dates_are_refused(client, app: Flask) -> None:
     now = dt.datetime.now(dt.UTC)
     skew = app.config["CREATED_AT_MAX_SKEW_SECONDS"]
     for ahead in (dt.timedelta(seconds=skew + 60), dt.timedelta(days=365 * 7000)):  # 9998 at most
@@ -180,7 +180,7 @@ def test_future_dates_are_refused(client, app: Flask) -> None:  # type: ignore[n
     assert response.status_code == 201 and response.json["created_at"] == "2001-01-01T00:00:00.000000Z"
 
 
-def test_the_banner_counts_every_order_made_after_the_top_row(client, app: Flask) -> None:  # type: ignore[no-untyped-def]
+def test_the_banner_counts_every_order_made_after_the_top_row(client, app: Flask) -> None:
     """A reader opens the list; every order made afterwards is counted. (Were future dates
     accepted, an order dated 9998 would be the top row forever and the count would stay 0; the
     bound leaves at most CREATED_AT_MAX_SKEW_SECONDS during which a new order sorts below the

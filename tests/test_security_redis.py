@@ -31,6 +31,7 @@ from orders.web.limits import FALLBACK_MESSAGE, RECOVERED_MESSAGE
 
 from .databases import throwaway_database, unavailable
 from .fixtures import API_TOKEN, AUTH, SECRET, migrated
+from .logs import whole_lines
 from .recipe import own_redis, production
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379")
@@ -49,7 +50,7 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def servers(redis_url: str, tmp_path) -> Iterator:  # type: ignore[type-arg]
+def servers(redis_url: str, tmp_path) -> Iterator:
     """make(storage) -> two apps sharing one database and, for Redis, one key prefix."""
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     migrated(url)
@@ -80,7 +81,7 @@ def servers(redis_url: str, tmp_path) -> Iterator:  # type: ignore[type-arg]
     client.close()
 
 
-def test_two_servers_share_one_limit_through_redis(servers, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_two_servers_share_one_limit_through_redis(servers, redis_url: str) -> None:
     one, two = (app.test_client() for app in servers(redis_url))
     assert [one.get("/api/orders").status_code for _ in range(3)] == [200] * 3
     assert [two.get("/orders").status_code for _ in range(3)] == [200, 200, 429]
@@ -99,7 +100,7 @@ def test_two_servers_share_one_limit_through_redis(servers, redis_url: str) -> N
     assert keys
 
 
-def test_in_memory_each_server_counts_alone(servers) -> None:  # type: ignore[no-untyped-def]
+def test_in_memory_each_server_counts_alone(servers) -> None:
     one, two = (app.test_client() for app in servers("memory://"))
     assert [one.get("/api/orders").status_code for _ in range(6)] == [200] * 5 + [429]
     assert [two.get("/api/orders").status_code for _ in range(5)] == [200] * 5
@@ -114,7 +115,7 @@ REDIS_PASSWORD = "S3cret-redis-pass"
 BOUND = 45.0  # seconds: the longest any wait below waits for the log to say something
 
 
-def test_threads_that_switch_together_log_one_line(servers, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_threads_that_switch_together_log_one_line(servers, caplog: pytest.LogCaptureFixture) -> None:
     """Flask-Limiter flips its flag wherever it notices (a failed check, a failed header, a
     backend check that answers), behind a check-then-set that threads pass together; eight
     threads setting it at once, twice each way, make two lines each way, in order, and
@@ -168,7 +169,7 @@ def switches(log: Path) -> dict[int, list[str]]:
     """Per worker process id, the rate limits' switches gunicorn's error log tells, in order:
     "memory" (Redis lost) or "shared" (Redis back), from the app's JSON lines."""
     found: dict[int, list[str]] = {}
-    for line in log.read_text().splitlines():
+    for line in whole_lines(log):
         if line.startswith("{"):
             record = json.loads(line)
             if record["logger"] == SWITCH_LOGGER:
@@ -208,14 +209,14 @@ def test_a_frozen_or_killed_redis_is_never_a_500_and_each_switch_is_one_line_per
         with production(tmp_path, url, redis_url, workers=WORKERS, threads=4, env=env) as stack:
             log = stack.gunicorn_log
             with readers(stack.front) as statuses:
-                with frozen([process]):  # type: ignore[list-item]
+                with frozen([process]):
                     wait_until_every_worker(log, "memory", 1, "Redis frozen")
                 wait_until_every_worker(log, "shared", 2, "Redis thawed")
                 thawed = switches(log)
-                process.kill()  # type: ignore[attr-defined]
+                process.kill()
                 wait_until_every_worker(log, "memory", 3, "Redis killed")
             told = switches(log)
-            text = log.read_text()
+            text = "\n".join(whole_lines(log))
     counts = {s: statuses.count(s) for s in set(statuses)}
     print(
         f"\n{len(statuses)} answers by {READERS} readers: {counts}; "

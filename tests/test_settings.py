@@ -31,6 +31,7 @@ from orders.core import settings, settings_docs
 from orders.core.settings import SETTINGS, SettingsError
 
 from . import forked
+from .logs import whole_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_PRODUCTION = {
@@ -83,6 +84,18 @@ def _environment(**values: str) -> dict[str, str]:
     return env
 
 
+def _init_db(**values: str) -> subprocess.CompletedProcess[str]:
+    """`flask init-db` started as an operator would, with `values` as the only settings."""
+    return forked.run(
+        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
+        cwd=ROOT,
+        env=_environment(**values),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _one_line(result: subprocess.CompletedProcess[str], name: str) -> str:
     assert result.returncode != 0, result.stdout
     lines = result.stderr.strip().splitlines()
@@ -94,14 +107,7 @@ def _one_line(result: subprocess.CompletedProcess[str], name: str) -> str:
 
 @pytest.mark.parametrize(("name", "value"), TRIED + _integer_cases())
 def test_a_bad_value_stops_every_command_with_one_line(name: str, value: str) -> None:
-    result = forked.run(
-        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
-        cwd=ROOT,
-        env=_environment(**{name: value}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _init_db(**{name: value})
     line = _one_line(result, name)
     assert "must be" in line or "needs" in line or "valid" in line
 
@@ -213,14 +219,7 @@ CANNOT_WORK = [
 def test_a_value_that_cannot_work_is_refused_at_start_in_one_line(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=f"^{name}="):
         settings.from_environment({name: value})
-    result = forked.run(
-        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
-        cwd=ROOT,
-        env=_environment(**{name: value}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _init_db(**{name: value})
     _one_line(result, name)
 
 
@@ -277,24 +276,10 @@ def test_development_warns_about_a_misspelling_and_goes_on(slip: str, meant: str
     with pytest.warns(settings.SettingsWarning, match=f"{slip} is not a setting.*did you mean {meant}"):
         values = settings.from_environment({slip: "1"})
     assert values == {}
-    result = forked.run(
-        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
-        cwd=ROOT,
-        env=_environment(**{slip: "1"}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _init_db(**{slip: "1"})
     assert result.returncode == 0, result.stderr
     assert f"{slip} is not a setting" in result.stderr and meant in result.stderr
-    refused = forked.run(
-        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
-        cwd=ROOT,
-        env=_environment(**GOOD_PRODUCTION, **{slip: "1"}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = _init_db(**GOOD_PRODUCTION, **{slip: "1"})
     assert f"{slip} is not a setting" in _one_line(refused, slip)
 
 
@@ -326,14 +311,7 @@ SECRET_URLS = [
 
 @pytest.mark.parametrize(("name", "value"), SECRET_URLS)
 def test_a_refusal_never_prints_a_credential(name: str, value: str) -> None:
-    result = forked.run(
-        [sys.executable, "-m", "flask", "--app", "app", "init-db"],
-        cwd=ROOT,
-        env=_environment(**{name: value}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _init_db(**{name: value})
     line = _one_line(result, name)
     assert "S3cret" not in result.stderr + result.stdout, line
     assert "***" in line, line
@@ -387,6 +365,17 @@ GUNICORN_READS = [
     ({"GUNICORN_CMD_ARGS": "--bind redis://:S3cret@127.0.0.1:99999"}, [], "GUNICORN_CMD_ARGS --bind"),
     ({}, ["--workers", "1e3"], "command line"),
     ({}, ["--bind", "not a socket:::"], "command line --bind"),
+    # Issue 58. --env is set by gunicorn after gunicorn.conf.py: every worker exited 2, forever.
+    ({"GUNICORN_CMD_ARGS": "--env DATABASE_URL=nonsense://x"}, [], "DATABASE_URL"),
+    ({}, ["--env", "PAGE_SIZE=0"], "PAGE_SIZE"),
+    ({"GUNICORN_CMD_ARGS": "--env PAGE_SIZE"}, [], "GUNICORN_CMD_ARGS --env"),
+    ({"METRICS_DIR": "/proc/nope"}, [], "METRICS_DIR"),  # gunicorn: a traceback
+    ({"METRICS_DIR": "serve.py"}, [], "METRICS_DIR"),  # a file
+    ({}, ["--worker-class", "nope.Worker"], "command line --worker-class"),  # a traceback
+    ({}, ["--certfile", "/nonexistent.pem"], "command line --certfile"),  # a traceback per worker
+    ({}, ["--certfile", "serve.py"], "command line --certfile"),  # a file, no certificate
+    ({}, ["--config", "/nonexistent.py"], "command line --config"),  # gunicorn: exit status 1
+    ({}, ["--log-level", "shout"], "command line --log-level"),  # gunicorn: started at info
 ]
 
 
@@ -432,7 +421,7 @@ def test_production_starts_only_through_serve_py(tmp_path: Path) -> None:
     url = env.pop("DATABASE_URL")
     with gunicorn(url, log_path=tmp_path / "serve.log", workers=1, env=env) as (base, _):
         assert requests.get(f"{base}/healthz", timeout=10).json() == {"status": "ok"}
-    assert "Booting worker" in (tmp_path / "serve.log").read_text()
+    assert any("Booting worker" in line for line in whole_lines(tmp_path / "serve.log"))
 
 
 def test_serve_py_runs_the_repositorys_config_from_any_directory(tmp_path: Path) -> None:

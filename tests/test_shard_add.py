@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from devtools.shards import Topology, topology
 from orders.data.db import make_engine
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 
 from .fixtures import authorized_client, make_app, with_token
 from .helpers import BASE, MISPLACED_ROWS, add_orders, partitions_watched, require_shard_topology
@@ -131,7 +131,7 @@ def test_add_shard_under_a_walk_and_writers(grown):
     ]
     add_orders(coordinator, rows)
     with Session(coordinator) as session:
-        seeded = list(session.scalars(select(Order.id).order_by(*KEYSETS["newest"].order_by())))
+        seeded = list(session.scalars(select(Order.id).order_by(*LIBRARY_SORTS["newest"].order_by())))
     # A cursor issued before the switch, five pages into the seeded rows (the writers' rows are
     # newer: they come first, so the page after this cursor is seeded rows only).
     client = app.test_client()

@@ -40,7 +40,7 @@ from devtools.patroni import ClusterUnavailable, Databases, binary
 from devtools.shards import HaTopology, ha_topology
 from orders.data.db import make_engine
 from orders.data.models import Order
-from orders.finding.sorts import KEYSETS
+from orders.finding.sorts import LIBRARY_SORTS
 
 from .cluster_support import PATRONI_LANE_B
 from .databases import unavailable
@@ -82,7 +82,7 @@ class Client:
     ) -> requests.Response | None:
         sent, error = time.monotonic(), None
         try:
-            response = http.request(method, self.base + path, timeout=TIMEOUT, **kwargs)  # type: ignore[arg-type]
+            response = http.request(method, self.base + path, timeout=TIMEOUT, **kwargs)
         except requests.RequestException as err:
             response, error = None, f"{method} {path} after {time.monotonic() - sent:.1f} s: {err!r}"
         created = response is not None and response.status_code == 201
@@ -234,7 +234,8 @@ def kill_leader_under_load(
     Retry-After), another retries every 100 ms and two writers insert; check the walks and the
     acknowledged writes, print the pauses."""
     with Session(coordinator) as session:
-        newest = select(Order.id).where(Order.customer != "Writer").order_by(*KEYSETS["newest"].order_by())
+        by_newest = LIBRARY_SORTS["newest"].order_by()
+        newest = select(Order.id).where(Order.customer != "Writer").order_by(*by_newest)
         seeded = list(session.scalars(newest))
     for each in (*top.clusters, top.coordinator):
         assert isinstance(each, Databases)
@@ -327,7 +328,8 @@ def test_add_shard_on_patroni_clusters_under_a_reader_and_two_writers(ha):
         assert isinstance(each, Databases)
         each.wait_healthy()
     with Session(coordinator) as session:
-        newest = select(Order.id).where(Order.customer != "Writer").order_by(*KEYSETS["newest"].order_by())
+        by_newest = LIBRARY_SORTS["newest"].order_by()
+        newest = select(Order.id).where(Order.customer != "Writer").order_by(*by_newest)
         seeded = list(session.scalars(newest))
     http = requests.Session()
     cursor = None

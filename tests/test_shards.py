@@ -31,7 +31,7 @@ from devtools.shards import Topology, topology
 from orders.core.settings import SettingsError, resolve
 from orders.data.db import MIGRATIONS, make_engine
 from orders.data.models import Order
-from orders.data.seed import seed_orders
+from orders.data.seed import CUSTOMERS, seed_orders
 from orders.data.shards import fetch_size_for
 from orders.finding.sorts import SORTS
 from pagination import AFTER, BEFORE, Position, filters_fingerprint
@@ -105,7 +105,7 @@ def big() -> Iterator[Sharded]:
     with topology(SHARDS) as top:
         sharded = Sharded(top)
         with Session(sharded.coordinator) as session:
-            seed_orders(session, ROWS)
+            seed_orders(session, ROWS, customers=CUSTOMERS)  # the 25 names the plans below count
         for engine in sharded.shards:
             with engine.connect() as conn:
                 conn.execute(text("ANALYZE orders"))
@@ -198,7 +198,7 @@ CASES = [
 
 @pytest.mark.parametrize(("sort", "direction", "status"), CASES)
 def test_deep_page_is_a_merge_append_of_one_index_seek_per_shard(big, sort, direction, status):
-    keyset = SORTS[sort].keyset
+    keyset = SORTS[sort].sort
     position = select(*(c.expr for c in keyset.columns)).order_by(*keyset.order_by())
     if status:
         position = position.where(Order.status == status)
@@ -320,7 +320,7 @@ def test_every_feature_through_the_shards(small):
     ids = _seed_small(small)
     assert all(small.shard_ids())  # rows on every shard
     client = authorized_client(small.app)
-    expected = unpaged_ids(small.coordinator, SORTS["newest"].keyset, None)
+    expected = unpaged_ids(small.coordinator, SORTS["newest"].sort, None)
     assert sorted(expected) == sorted(ids)
 
     # The list, its next page as a fragment, the previous page, a position URL.
@@ -351,7 +351,7 @@ def test_every_feature_through_the_shards(small):
 
     # JSON API, both directions and every sort.
     for sort in SORTS:
-        wanted = unpaged_ids(small.coordinator, SORTS[sort].keyset, None)
+        wanted = unpaged_ids(small.coordinator, SORTS[sort].sort, None)
         assert _api_walk(client, sort, 9) == wanted
         assert _api_walk(client, sort, 9, BEFORE) == wanted
 
@@ -375,7 +375,7 @@ def test_every_feature_through_the_shards(small):
     # The CSV export: every row once, in order.
     csv = client.get("/orders/export.csv").get_data(as_text=True).splitlines()
     exported = [int(line.split(",")[0]) for line in csv[1:]]
-    assert exported == unpaged_ids(small.coordinator, SORTS["newest"].keyset, None)
+    assert exported == unpaged_ids(small.coordinator, SORTS["newest"].sort, None)
 
 
 # --- correctness across shards ---------------------------------------------------------------
@@ -396,14 +396,14 @@ def test_property_walks_over_shards_match_the_unpaged_order(small, times, sort, 
     if not all(small.shard_ids()):
         return  # a draw that left a shard empty proves less; Hypothesis draws others
     client = small.app.test_client()
-    wanted = unpaged_ids(small.coordinator, SORTS[sort].keyset, None)
+    wanted = unpaged_ids(small.coordinator, SORTS[sort].sort, None)
     assert _api_walk(client, sort, limit) == wanted
     assert _api_walk(client, sort, limit, BEFORE) == wanted
 
 
 def test_walk_while_writers_insert_and_delete_on_every_shard(small):
     stable = set(_seed_small(small, 400))
-    expected = [i for i in unpaged_ids(small.coordinator, SORTS["newest"].keyset, None) if i in stable]
+    expected = [i for i in unpaged_ids(small.coordinator, SORTS["newest"].sort, None) if i in stable]
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -420,7 +420,10 @@ def test_walk_while_writers_insert_and_delete_on_every_shard(small):
                     # on a shard's rows (a delete's, or the count an insert adds to) may be
                     # refused (40001), and any client tries again (the app answers it 503 +
                     # Retry-After). Seen under four test workers, for a delete and for an insert.
-                    if getattr(err.orig, "sqlstate", None) != "40001":
+                    # Two writers meeting on shard rows in opposite orders (the rail's counts of
+                    # one day) wait on each other across shards: the rail's trigger bounds the
+                    # wait (lock_not_available, 55P03), and the writer tries again.
+                    if getattr(err.orig, "sqlstate", None) not in ("40001", "55P03"):
                         raise
         except BaseException as err:
             errors.append(err)

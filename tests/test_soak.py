@@ -41,14 +41,14 @@ def test_short_soak_keeps_every_invariant(postgresql_url: str) -> None:
 
 
 @pytest.fixture(params=ENGINES)
-def delete_app(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+def delete_app(request: pytest.FixtureRequest, tmp_path: Path):
     with migrated_database(request.param, tmp_path, "delete") as url:
         app = with_token(make_app(url))
         yield app
         app.extensions["engine"].dispose()
 
 
-def test_two_concurrent_deletes_of_one_order_are_one_204_and_one_404(delete_app) -> None:  # type: ignore[no-untyped-def]
+def test_two_concurrent_deletes_of_one_order_are_one_204_and_one_404(delete_app) -> None:
     """Reading the order and then deleting it told both racers 204 (and made SQLAlchemy warn
     that its DELETE matched no row): one order, deleted "twice". Only one of them deleted it."""
     client = authorized_client(delete_app)

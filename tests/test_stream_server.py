@@ -7,6 +7,8 @@ Each starts gunicorn (and haproxy) of its own: left out of `make test-quick` (co
 
 from __future__ import annotations
 
+import selectors
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -15,9 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import requests
 
 from devtools.gunicorn import gunicorn
 
+from .logs import whole_lines
+from .recipe import address
 from .test_stream import next_message, post_order, stream
 
 
@@ -73,7 +78,7 @@ def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
                     break
             time.sleep(0.1)
         assert again.status == 200
-        assert "Using worker: gevent" in (tmp_path / "streams.log").read_text()
+        assert any("Using worker: gevent" in line for line in whole_lines(tmp_path / "streams.log"))
 
 
 def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
@@ -106,3 +111,131 @@ def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
                 assert next_message(response)["data"] == str(order_id)
         except FrontUnavailable as err:
             pytest.skip(str(err))
+
+
+# --- Issue 58: through the front, a gone client's slot comes back; one stream too many is 503 ----
+
+
+def open_streams(base: str, count: int, bound_s: float) -> tuple[list[socket.socket], dict[str, int], float]:
+    """`count` GET /orders/stream on connections of their own, all at once; each answer's head
+    read within `bound_s` (from the first request sent). Returns the sockets, how many answers
+    of each status (or "none" within the bound), and the slowest head's seconds."""
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(address(base), timeout=5)
+        sock.setblocking(False)
+        sockets.append(sock)
+    started = time.monotonic()
+    for sock in sockets:
+        sock.sendall(b"GET /orders/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
+    heads: dict[socket.socket, bytes] = {sock: b"" for sock in sockets}
+    waiting = set(sockets)
+    slowest = 0.0
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ)
+        while waiting and (left := started + bound_s - time.monotonic()) > 0:
+            for key, _ in selector.select(min(left, 0.5)):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    chunk = sock.recv(65536)
+                except OSError:
+                    chunk = b""
+                heads[sock] += chunk
+                if b"\r\n\r\n" in heads[sock] or not chunk:
+                    waiting.discard(sock)
+                    selector.unregister(sock)
+                    slowest = max(slowest, time.monotonic() - started)
+    statuses: dict[str, int] = {}
+    for sock in sockets:
+        head = heads[sock]
+        status = (
+            head.split(b" ", 2)[1].decode()
+            if sock not in waiting and head.startswith(b"HTTP/1.1 ")
+            else "none"
+        )
+        if status == "503":  # the app's JSON error (the front's own would be JSON too, after 1 s)
+            assert b"content-type: application/json" in head.lower(), head
+        statuses[status] = statuses.get(status, 0) + 1
+    return sockets, statuses, slowest
+
+
+def _close(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        sock.close()
+
+
+STREAMS = 480  # the probe's: 480 open, closed, 480 opened again a second later
+
+
+def test_through_the_front_a_gone_clients_stream_is_freed_within_seconds(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe: 480 streams opened through the front, closed after 8 s, 480 opened again 1 s
+    later: 19 got a 200, 461 no answer at all (haproxy learnt a client left only when a
+    heartbeat failed; stream 501 waited 15 s in its queue). Now every one is answered within
+    5 s, 200 or the app's immediate JSON 503."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the front and the stream server, the same for every engine: SQLite shows it")
+    from devtools.front import FrontUnavailable, front
+
+    env = {"RATELIMIT_READS": "100000 per minute"}
+    with servers(db_url, tmp_path, env, threads=2) as (list_url, stream_url):
+        monkeypatch.setenv("STREAM_SERVER", stream_url.removeprefix("http://"))
+        try:
+            with front(
+                list_url.removeprefix("http://"), maxconn=2, exports=1, log_path=tmp_path / "front.log"
+            ) as via:
+                first, statuses, slowest = open_streams(via, STREAMS, 15)
+                print(f"\n{STREAMS} streams: {statuses}, slowest head {slowest:.2f} s")
+                assert statuses == {"200": STREAMS}, statuses
+                time.sleep(2)
+                _close(first)
+                time.sleep(1)
+                again, statuses, slowest = open_streams(via, STREAMS, 5)
+                print(f"closed, 1 s later {STREAMS} again: {statuses}, slowest head {slowest:.2f} s")
+                assert "none" not in statuses, statuses
+                _close(again)
+                # Every place let go within two heartbeats and a tick of its client leaving (and a
+                # second for a busy machine).
+                time.sleep(2 * 2 + 1 + 1)
+                last, statuses, slowest = open_streams(via, STREAMS, 5)
+                print(f"closed, 6 s later {STREAMS} again: {statuses}, slowest head {slowest:.2f} s")
+                _close(last)
+                assert statuses == {"200": STREAMS}, statuses
+        except FrontUnavailable as err:
+            pytest.skip(str(err))
+
+
+def test_through_the_front_one_stream_too_many_is_the_apps_json_503_at_once(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STREAM_MAXCONN as docs/operations.md sizes it (STREAMS_PER_PROCESS + 50): stream N+1
+    reaches the stream server and gets its JSON 503 with Retry-After at once. With STREAM_MAXCONN
+    equal to STREAMS_PER_PROCESS (the old recipe) it waited 15 s in the front's queue."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("the front and the stream server, the same for every engine: SQLite shows it")
+    from devtools.front import FrontUnavailable, front
+
+    places = 3
+    env = {"RATELIMIT_READS": "100000 per minute", "STREAMS_PER_PROCESS": str(places)}
+    with servers(db_url, tmp_path, env, threads=2) as (list_url, stream_url):
+        monkeypatch.setenv("STREAM_SERVER", stream_url.removeprefix("http://"))
+        monkeypatch.setenv("STREAM_MAXCONN", str(places + 50))
+        try:
+            with front(list_url.removeprefix("http://"), maxconn=2, log_path=tmp_path / "front.log") as via:
+                held, statuses, _ = open_streams(via, places, 15)
+                assert statuses == {"200": places}, statuses
+                started = time.monotonic()
+                refused = requests.get(f"{via}/orders/stream", timeout=20)
+                elapsed = time.monotonic() - started
+                _close(held)
+        except FrontUnavailable as err:
+            pytest.skip(str(err))
+    print(f"\nstream {places + 1} of {places}: {refused.status_code} after {elapsed * 1000:.0f} ms")
+    assert refused.status_code == 503
+    assert refused.headers["Content-Type"] == "application/json"
+    assert refused.json()["error"]["code"] == "unavailable" and "live streams" in refused.text
+    assert int(refused.headers["Retry-After"]) > 0
+    assert elapsed < 5, "it waited in the front's queue"

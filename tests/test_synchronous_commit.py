@@ -63,7 +63,7 @@ def post(client: Any, key: str, customer: str) -> Any:
 def sync_waits(node: Node) -> set[int]:
     """The backends on `node` whose COMMIT waits for the synchronous standby."""
     pids = node.sql("SELECT array_agg(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
-    return set(pids or [])  # type: ignore[call-overload]
+    return set(pids or [])
 
 
 def count(dbs: Databases, customer: str) -> int:
@@ -85,7 +85,7 @@ def test_no_write_is_acknowledged_before_the_synchronous_standby_has_it(dbs: Dat
         assert before.status_code == 201, before.get_data(as_text=True)
         leader, standby = dbs.primary, dbs.sync_standby()
         assert standby is not None, dbs.members()
-        with frozen(postgres_processes(standby)):  # type: ignore[arg-type]
+        with frozen(postgres_processes(standby)):
             for key, customer in [*keys.items(), *keys.items()]:  # each sent, then retried
                 started = time.monotonic()
                 answer = post(client, key, customer)

@@ -1,0 +1,291 @@
+"""The rail in the browser (Chromium; static/js/rail.js, templates/_rail.html): dragging it with a
+mouse on a desktop and with a finger on a phone, or keys on the focused rail, opens the list at
+the first row of the bucket released on, in one request (none while dragging), the address
+naming it and Back returning; the rail is a slider axe finds no serious issue with; without
+JavaScript it is a list of links that open the same rows; orders written while a reader drags
+move neither the landing (the bucket's first row as it is then) nor the counts (asked again).
+Waits are web-first assertions or wait_for_function on a condition, never fixed sleeps."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from orders.data.models import STATUSES, Order
+from orders.data.seed import CUSTOMERS
+
+from .live import ON_TOP, ROWS, engine_of, local_only
+
+pytestmark = pytest.mark.browser
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+PHONE = {"width": 390, "height": 760}
+DESKTOP = {"width": 1280, "height": 800}
+LIST_OR_API = re.compile(r"/(api/)?orders(/rail)?(\?|$)")
+
+
+def given(live: Any, rows: int = 2000) -> None:
+    """Orders over 90 days (the rail of the date sorts: weeks), every status, amounts across bands."""
+    local_only(live, "seeds its own orders")
+    with Session(engine_of(live)) as session:
+        session.add_all(
+            Order(
+                customer=CUSTOMERS[(i * 7) % len(CUSTOMERS)],
+                amount=Decimal((i * 7919) % 99991 + 100) / 100,
+                status=STATUSES[(i * 3) % len(STATUSES)],
+                created_at=NOW - dt.timedelta(minutes=65 * i),
+            )
+            for i in range(rows)
+        )
+        session.commit()
+
+
+def buckets(page: Page) -> list[dict[str, Any]]:
+    """The rail's buckets as the page has them: label, low, high (ISO), and where each is drawn."""
+    result: list[dict[str, Any]] = page.evaluate(
+        """() => [...document.querySelectorAll('#rail-links a[data-count]')].map((a, i) => {
+            const part = document.querySelector(`#rail .rail-bucket[data-index="${i}"]`);
+            const box = part ? part.getBoundingClientRect() : null;
+            return {label: a.dataset.label, low: a.dataset.low, high: a.dataset.high || null,
+                    count: +a.dataset.count, href: a.getAttribute('href'),
+                    y: box ? box.top + box.height / 2 : null};
+        })"""
+    )
+    return result
+
+
+def first_of(live: Any, bucket: dict[str, Any]) -> int:
+    """The first row of a date bucket in "Newest first", by a query written apart from the rail."""
+    high = dt.datetime.fromisoformat(bucket["high"])
+    low = dt.datetime.fromisoformat(bucket["low"])
+    with Session(engine_of(live)) as session:
+        stmt = select(Order.id).where(Order.created_at < high, Order.created_at >= low)
+        return int(session.scalars(stmt.order_by(Order.created_at.desc(), Order.id.desc()).limit(1)).one())
+
+
+def landed(page: Page, order_id: int, *, top: bool = False) -> None:
+    """The row is at the top of the list area, named by the address (the list's first row is
+    the list's own address, as anywhere in the app), and no row came twice."""
+    page.wait_for_function(ON_TOP, arg=str(order_id), timeout=10_000)
+    expect(page).to_have_url(re.compile(r"/orders$" if top else rf"after=.*#order-{order_id}$"))
+    ids = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
+    assert len(ids) == len(set(ids)), "a row came twice"
+
+
+def list_requests(page: Page) -> list[str]:
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(r.url) if LIST_OR_API.search(r.url) else None)
+    return seen
+
+
+def open_rail(live: Any, browser: Any) -> tuple[Any, Page, Any]:
+    """A desktop window on the list's top: (its context, the page, the rail's slider)."""
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    rail = page.get_by_role("slider", name=re.compile("^Jump to an? "))
+    expect(rail).to_be_visible()
+    return context, page, rail
+
+
+def drag_to(page: Page, rail: Any, y: float, *, steps: int = 25) -> None:
+    """Press the mouse at the rail's top and move it down to `y` (the button still held)."""
+    box = rail.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] - 4, box["y"] + 4)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] - 4, y, steps=steps)
+
+
+def test_a_mouse_drags_the_rail_to_a_bucket_and_lands_on_its_first_row(live, browser, tmp_path):
+    given(live)
+    context, page, rail = open_rail(live, browser)
+    parts = buckets(page)
+    assert len(parts) >= 8, parts
+    # Bucket heights follow their counts: the full weeks are about alike, the rail fills its height.
+    target = parts[len(parts) // 2]
+    seen = list_requests(page)
+    drag_to(page, rail, target["y"])
+    expect(page.locator("#rail .rail-bubble")).to_contain_text(target["label"])
+    expect(rail).to_have_attribute("aria-valuetext", re.compile(re.escape(target["label"]) + r", .*orders"))
+    assert seen == [], f"requests while dragging: {seen}"
+    shots = DOCS if os.environ.get("SCREENSHOTS") == "1" else tmp_path
+    page.screenshot(path=str(shots / "screenshot-rail-desktop.png"))
+    page.mouse.up()
+    first = first_of(live, target)
+    landed(page, first)
+    # One request opens the list there (then the rows around it load as the reader scrolls, and
+    # the rail asks for its counts again).
+    assert seen[0] == live.url + target["href"], seen
+    assert seen.count(seen[0]) == 1, seen
+    expect(page.locator("#find-status")).to_contain_text(f"Went to {target['label']}: order #{first}")
+    # The reader's place moved with them: the slider names the bucket they are in.
+    expect(rail).to_have_attribute("aria-valuenow", str(parts.index(target)))
+    context.close()
+
+
+@pytest.mark.parametrize("stylesheet_s", [0, 0.8], ids=["cached", "revalidated"])
+def test_back_after_a_jump_returns_to_the_top_of_the_list(live, browser, stylesheet_s):
+    """Back after the rail's jump (the list's open(), a pushState entry) shows the list where it
+    was: the top of the list, whose address names no row, at the top of the page (htmx 4's restore
+    swaps the body in and keeps the offset of the page Back came from). The restored body's find
+    bar stylesheet may come from the cache or over the network (a 304, seen in a full run): while
+    it loads, the body sits at the old offset and its row in view is no place of the reader's
+    (noted, it named a row mid-way and the restore landed there)."""
+    given(live)
+    context, page, rail = open_rail(live, browser)
+    top_row = page.locator(ROWS).first.get_attribute("data-id")
+    target = buckets(page)[len(buckets(page)) // 2]
+    drag_to(page, rail, target["y"])
+    page.mouse.up()
+    landed(page, first_of(live, target))
+    if stylesheet_s:
+        page.route("**/controls.css", lambda route: (time.sleep(stylesheet_s), route.continue_()))
+    page.go_back()
+    expect(page).to_have_url(live.url + "/orders")
+    page.wait_for_function("() => window.scrollY === 0 && !document.querySelector('#rows[aria-busy=true]')")
+    assert page.locator(ROWS).first.get_attribute("data-id") == top_row
+    context.close()
+
+
+def touch(cdp: Any, kind: str, x: float, y: float) -> None:
+    points = [] if kind == "touchEnd" else [{"x": x, "y": y}]
+    cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+
+
+def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, tmp_path):
+    given(live)
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+    handle = page.locator("#rail .rail-handle")
+    # Hidden until the reader scrolls, then a thumb-sized handle at the right edge.
+    expect(page.locator("#rail")).to_have_css("opacity", "0")
+    page.mouse.wheel(0, 300)
+    expect(page.locator("#rail")).to_have_class(re.compile("is-awake"))
+    expect(page.locator("#rail")).to_have_css("opacity", "1")
+    hbox = handle.bounding_box()
+    assert hbox is not None and hbox["width"] >= 44 and hbox["height"] >= 44, hbox
+    assert hbox["x"] + hbox["width"] >= PHONE["width"] - 8, hbox
+    parts = buckets(page)  # where each bucket lies on the rail (drawn, not shown, on a phone)
+    target = parts[-2]
+    y = target["y"]
+    seen = list_requests(page)
+    cdp = context.new_cdp_session(page)
+    x = hbox["x"] + hbox["width"] / 2
+    touch(cdp, "touchStart", x, hbox["y"] + hbox["height"] / 2)
+    for step in range(1, 21):
+        touch(
+            cdp,
+            "touchMove",
+            x,
+            hbox["y"] + hbox["height"] / 2 + (y - hbox["y"] - hbox["height"] / 2) * step / 20,
+        )
+    expect(page.locator("#rail .rail-bubble")).to_contain_text(target["label"])
+    assert seen == [], f"requests while dragging: {seen}"
+    shots = DOCS if os.environ.get("SCREENSHOTS") == "1" else tmp_path
+    page.screenshot(path=str(shots / "screenshot-rail-phone.png"))
+    touch(cdp, "touchEnd", x, y)
+    landed(page, first_of(live, target))
+    context.close()
+
+
+def test_keys_on_the_focused_rail_pick_a_bucket_and_open_it(live, browser):
+    given(live)
+    context, page, rail = open_rail(live, browser)
+    parts = buckets(page)
+    rail.focus()
+    expect(rail).to_be_focused()
+    assert rail.evaluate("r => getComputedStyle(r).outlineStyle") != "none"  # the focus ring
+    seen = list_requests(page)
+    page.keyboard.press("End")  # the rail's last bucket, not the list's End
+    expect(rail).to_have_attribute("aria-valuenow", str(len(parts) - 1))
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    target = parts[len(parts) - 3]
+    expect(rail).to_have_attribute("aria-valuetext", re.compile("^" + re.escape(target["label"]) + ", "))
+    assert seen == [], f"a key sent a request: {seen}"
+    page.keyboard.press("Enter")
+    landed(page, first_of(live, target))
+    # Home then a pause: the first bucket, opened by itself after the keys stop.
+    rail.focus()
+    page.keyboard.press("PageDown")
+    page.keyboard.press("Home")
+    landed(page, first_of(live, parts[0]), top=True)
+    context.close()
+
+
+def test_orders_written_while_a_reader_drags_move_neither_the_landing_nor_the_counts(live, browser):
+    given(live)
+    context, page, rail = open_rail(live, browser)
+    parts = buckets(page)
+    target = parts[3]
+    drag_to(page, rail, target["y"], steps=10)
+    # Meanwhile: the bucket's first row goes, and a new one comes at its top.
+    old_first = first_of(live, target)
+    newest = dt.datetime.fromisoformat(target["high"]) - dt.timedelta(seconds=1)
+    with Session(engine_of(live)) as session:
+        session.execute(delete(Order).where(Order.id == old_first))
+        added = Order(customer="Zé Novo", amount=Decimal("5.00"), status="paid", created_at=newest)
+        session.add(added)
+        session.commit()
+        new_first = added.id
+    page.mouse.up()
+    landed(page, new_first)
+    # The counts are asked again: this bucket's link still counts its orders (one out, one in),
+    # and the whole rail's total is the table's.
+    with Session(engine_of(live)) as session:
+        session.add(Order(customer="Ana", amount=Decimal(1), status="paid", created_at=newest))
+        session.commit()
+    rail.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")
+    expect(page.locator('#rail .rail-bucket[data-index="3"]')).to_have_attribute(
+        "data-count", str(target["count"] + 1)
+    )
+    expect(rail).to_have_attribute("aria-valuetext", re.compile("^" + re.escape(target["label"]) + ", "))
+    context.close()
+
+
+def test_the_rail_has_no_serious_accessibility_issue(live, page: Page):
+    from axe_playwright_python.sync_playwright import Axe
+
+    given(live, 600)
+    page.goto(live.url + "/orders?sort=amount")
+    expect(page.get_by_role("slider")).to_be_visible()
+    page.get_by_role("slider").focus()
+    page.keyboard.press("ArrowDown")
+    results = Axe().run(page)
+    serious = [v for v in results.response["violations"] if v["impact"] in ("serious", "critical")]
+    assert not serious, [(v["id"], v["help"], [n["html"] for n in v["nodes"]][:3]) for v in serious]
+
+
+def test_without_javascript_the_rail_is_links_that_open_each_bucket(live, browser):
+    given(live)
+    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(live.url + "/orders?sort=customer&status=paid")
+    expect(page.locator("#rail")).to_have_count(0)
+    page.get_by_text("Jump to an initial").click()
+    link = page.locator("#rail-links a", has_text=re.compile(r"^M \("))
+    expect(link).to_be_visible()
+    link.click()
+    first = page.locator(ROWS).first
+    expect(first.locator("td.customer")).to_have_text(re.compile("^M"))
+    with Session(engine_of(live)) as session:
+        stmt = select(Order.id).where(Order.status == "paid", Order.customer_key >= "m")
+        expected = session.scalars(stmt.order_by(Order.customer_key, Order.id).limit(1)).one()
+    expect(first).to_have_attribute("data-id", str(expected))
+    context.close()

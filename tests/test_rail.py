@@ -1,0 +1,338 @@
+"""The scrubber rail on the server, on every engine (orders/finding/rail.py, migration 0008): after
+writes of every kind (ORM and Core inserts, the API's POST and DELETE, bulk deletes, status,
+amount, date and name updates, a rolled-back write), each bucket's count is COUNT(*) of its
+range by the rule written here apart from the SQL, the buckets hold every order once, and each
+bucket's cursor opens the list at its first row. The ETag changes with the counts; a search
+gets no rail and says so."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy.orm import Session
+
+from orders.data.db import make_engine, migrate
+from orders.data.models import STATUSES, Order
+from orders.data.names import name_key
+from orders.data.seed import seed_orders
+from orders.finding.rail import SEARCH_NOTE
+from orders.finding.sorts import SORTS
+
+from .databases import SERVERS, migrated_database, throwaway_database
+from .fixtures import authorized_client, make_app, with_token
+
+UTC = dt.UTC
+# Names across the scripts and the sort's ends: digits and signs before a, accents folded into a
+# to z, Greek, Cyrillic, CJK and Arabic after z.
+NAMES = [
+    "Ana Souza", "Úrsula Freitas", "Çé Lima", "zoë Ward", "Ωμέγα Πάνος", "Иван Петров", "王小明",
+    "محمد علي", "1st Choice Ltd", "'Apostrophe", "ß Straße", "Ørsted", "ﬁsh Shop", "Ǆemal", "{Brace}",
+    "Émile Zola", "yara M", "Quésia Farias",
+]  # fmt: skip
+
+
+NEW_YEAR = dt.datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def some_amount(rng: random.Random) -> Decimal:
+    """Across the whole range an order may hold (0 to 9,999,999,999.99), log-uniform: cents,
+    tens, millions alike; the ends themselves too."""
+    pick = rng.random()
+    if pick < 0.03:
+        return Decimal("0.00")
+    if pick < 0.06:
+        return Decimal("9999999999.99")
+    largest = Decimal("9999999999.99")
+    return (Decimal(10) ** Decimal(rng.uniform(-2, 10))).quantize(Decimal("0.01")).min(largest)
+
+
+def some_time(rng: random.Random) -> dt.datetime:
+    """1970 to 2026 (the API's range), with midnights and the last microsecond of a day (a bucket's
+    edges) drawn often."""
+    day = dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(days=rng.randrange(0, 20_700))
+    pick = rng.random()
+    if pick < 0.15:
+        return day
+    if pick < 0.3:
+        return day - dt.timedelta(microseconds=1)
+    return day + dt.timedelta(microseconds=rng.randrange(86_400_000_000))
+
+
+def some_order(rng: random.Random) -> dict[str, Any]:
+    return {
+        "customer": rng.choice(NAMES),
+        "amount": some_amount(rng),
+        "status": rng.choice(STATUSES),
+        "created_at": some_time(rng),
+    }
+
+
+def write_everything(engine: Engine, client: Any, rng: random.Random) -> None:
+    """Every kind of write the app and its operators make, some rolled back."""
+    with Session(engine) as session:
+        session.add_all(Order(**some_order(rng)) for _ in range(150))  # ORM
+        session.commit()
+        session.execute(insert(Order), [some_order(rng) for _ in range(150)])  # Core, bulk
+        session.commit()
+    with Session(engine) as session:
+        seed_orders(session, 300, now=dt.datetime(2026, 11, 30, 23, 30, tzinfo=UTC))  # the seed's SQL
+    for _ in range(20):  # the API
+        body = some_order(rng)
+        body = {**body, "amount": str(body["amount"]), "created_at": body["created_at"].isoformat()}
+        assert client.post("/api/orders", json=body).status_code == 201
+    with Session(engine) as session:
+        ids = list(session.scalars(select(Order.id)))
+        for order_id in rng.sample(ids, 15):
+            client.delete(f"/api/orders/{order_id}")
+        session.execute(delete(Order).where(Order.id.in_(rng.sample(ids, 40))))  # bulk
+        session.commit()
+        ids = list(session.scalars(select(Order.id)))
+        session.execute(update(Order).where(Order.id.in_(rng.sample(ids, 60))).values(status="shipped"))
+        session.commit()
+        for order in session.scalars(select(Order).where(Order.id.in_(rng.sample(ids, 30)))):
+            # Re-dated, re-priced, renamed (nothing in the app does, SQL by hand may)
+            order.created_at, order.amount = some_time(rng), some_amount(rng)
+            order.customer = rng.choice(NAMES)
+        session.commit()
+        # One column at a time, by SQL (the ORM sets every changed column in one UPDATE).
+        for column, value in (
+            ("amount", some_amount(rng)),
+            ("created_at", some_time(rng)),
+            ("customer_key", name_key(rng.choice(NAMES))),
+        ):
+            session.execute(update(Order).where(Order.id.in_(rng.sample(ids, 10))).values({column: value}))
+        session.commit()
+        session.execute(delete(Order).where(Order.id.in_(rng.sample(ids, 50))))
+        session.add(Order(**some_order(rng)))
+        session.flush()
+        session.rollback()  # counted for nothing
+
+
+# --- The rule, apart from the SQL --------------------------------------------------------------
+
+
+def first_key(order: Any, sort: str) -> Any:
+    term = SORTS[sort].sort.columns[0]
+    return getattr(order, str(term.expr.key))
+
+
+def low_high(bucket: dict[str, Any], sort: str) -> tuple[Any, Any]:
+    kind = SORTS[sort].goto
+    if kind == "datetime":
+        parse = dt.datetime.fromisoformat
+        return parse(bucket["low"]), bucket["high"] and parse(bucket["high"])
+    if kind == "amount":
+        return Decimal(bucket["low"]), bucket["high"] and Decimal(bucket["high"])
+    return bucket["low"], bucket["high"]
+
+
+def in_bucket(value: Any, bucket: dict[str, Any], sort: str) -> bool:
+    low, high = low_high(bucket, sort)
+    return bool(low <= value and (high is None or value < high))
+
+
+def sort_key(order: Any, sort: str) -> tuple[Any, ...]:
+    keys = []
+    for term in SORTS[sort].sort.columns:
+        value = getattr(order, str(term.expr.key))
+        if isinstance(value, dt.datetime):
+            value = value.timestamp() * 1_000_000  # a number to negate
+        keys.append(-value if term.descending else value)
+    return tuple(keys)
+
+
+def check_rail(client: Any, engine: Engine, sort: str, status: str | None) -> None:
+    query = {"sort": sort, **({"status": status} if status else {})}
+    response = client.get("/api/orders/rail", query_string=query)
+    assert response.status_code == 200, response.json
+    rail = response.json
+    with Session(engine) as session:
+        stmt = select(Order)
+        if status:
+            stmt = stmt.where(Order.status == status)
+        orders = sorted(session.scalars(stmt), key=lambda o: sort_key(o, sort))
+    assert rail["total"] == len(orders)
+    buckets = rail["buckets"]
+    assert buckets, "a list of orders has a rail"
+    held: list[int] = []
+    firsts: list[int] = []
+    for bucket in buckets:
+        mine = [o for o in orders if in_bucket(first_key(o, sort), bucket, sort)]
+        assert bucket["count"] == len(mine), (sort, status, bucket["label"])
+        held += [o.id for o in mine]
+        # The bucket's cursor opens the list at its first row, in the list's order.
+        page = client.get("/api/orders", query_string={**query, "after": bucket["cursor"], "limit": 1}).json
+        assert page["items"][0]["id"] == str(mine[0].id), (sort, status, bucket["label"])
+        firsts.append(mine[0].id)
+    assert sorted(held) == sorted(o.id for o in orders), "every order in exactly one bucket"
+    # The buckets in the list's order: each one's first row comes after the one before's.
+    positions = {o.id: i for i, o in enumerate(orders)}
+    assert [positions[i] for i in firsts] == sorted(positions[i] for i in firsts)
+
+
+@pytest.fixture
+def writer(app):
+    return authorized_client(with_token(app))
+
+
+@pytest.mark.parametrize("sort", list(SORTS))
+def test_after_mixed_writes_each_bucket_counts_its_rows_and_opens_at_its_first(writer, engine, sort):
+    write_everything(engine, writer, random.Random(61))
+    for status in [None, *STATUSES]:
+        check_rail(writer, engine, sort, status)
+
+
+def test_names_fold_into_initials_as_the_sort_orders_them(writer, engine):
+    with Session(engine) as session:
+        session.add_all(
+            Order(customer=name, amount=Decimal(1), status="paid", created_at=NEW_YEAR) for name in NAMES
+        )
+        session.commit()
+    rail = writer.get("/api/orders/rail?sort=customer").json
+    labels = [b["label"] for b in rail["buckets"]]
+    # "Úrsula" is U, "Çé" C, "ß" S, "ﬁsh" F, "Ǆemal" D; digits and signs first, other scripts last,
+    # with "Ørsted": NFKD leaves ø whole, after z in code point order (where the sort puts it).
+    assert name_key("Ørsted")[:1] == "ø"
+    assert labels == ["Digits and signs", "A", "C", "D", "E", "F", "Q", "S", "U", "Y", "Z", "Other scripts"]
+    counts = {b["label"]: b["count"] for b in rail["buckets"]}
+    assert counts["Other scripts"] == 6  # Greek, Cyrillic, CJK, Arabic, ø, "{"
+    assert counts["Digits and signs"] == 2  # "1st", "'Apostrophe"
+    assert sum(counts.values()) == len(NAMES)
+
+
+def test_the_etag_changes_with_the_counts_and_a_client_may_ask_again_cheaply(writer, engine):
+    with Session(engine) as session:
+        seed_orders(session, 500, now=dt.datetime(2026, 11, 30, tzinfo=UTC))
+    first = writer.get("/api/orders/rail?sort=amount")
+    etag = first.headers["ETag"]
+    again = writer.get("/api/orders/rail?sort=amount", headers={"If-None-Match": etag})
+    assert again.status_code == 304 and not again.data
+    body = {"customer": "Ana", "amount": "12.34", "status": "paid"}
+    created = writer.post("/api/orders", json=body)
+    assert created.status_code == 201
+    moved = writer.get("/api/orders/rail?sort=amount", headers={"If-None-Match": etag})
+    assert moved.status_code == 200 and moved.headers["ETag"] != etag
+    assert moved.json["total"] == first.json["total"] + 1
+    # Another status's rail did not move: its ETag stands.
+    shipped = writer.get("/api/orders/rail?sort=amount&status=shipped")
+    writer.delete(f"/api/orders/{created.json['id']}")
+    assert (
+        writer.get(
+            "/api/orders/rail?sort=amount&status=shipped", headers={"If-None-Match": shipped.headers["ETag"]}
+        ).status_code
+        == 304
+    )
+
+
+def test_a_search_gets_no_rail_and_says_why_positions_are_refused(client, engine):
+    with Session(engine) as session:
+        seed_orders(session, 100, now=dt.datetime(2026, 11, 30, tzinfo=UTC))
+    searched = client.get("/api/orders/rail?q=ana")
+    assert searched.status_code == 200
+    assert searched.json["buckets"] == [] and searched.json["note"] == SEARCH_NOTE
+    for bad in ("to=2026-01-01", "after=abc", "sort=nope", "status=lost"):
+        response = client.get(f"/api/orders/rail?{bad}")
+        assert response.status_code == 400, bad
+        assert response.json["error"]["message"]
+
+
+def test_an_empty_list_has_an_empty_rail(client):
+    rail = client.get("/api/orders/rail").json
+    assert rail["buckets"] == [] and rail["total"] == 0 and rail["note"] is None
+
+
+# --- Concurrent writers on the servers: no count lost, no deadlock ------------------------------
+
+
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:
+    with migrated_database(request.param, tmp_path, "rail") as url:
+        engine = make_engine(url)
+        yield engine
+        engine.dispose()
+
+
+def test_concurrent_writers_and_a_reader_keep_the_rail_exact(server: Engine) -> None:
+    """Four writers insert, delete and re-status one order per transaction (as the API writes),
+    some rolled back, while a reader builds the rail again and again (as a reader drags); at the
+    end every bucket of every sort is COUNT(*) of its range."""
+    app = make_app(server.url.render_as_string(hide_password=False))
+    client = app.test_client()
+    with Session(server) as session:
+        seed_orders(session, 2000, now=dt.datetime(2026, 11, 30, tzinfo=UTC))
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def write(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(40):
+                with Session(server) as session:
+                    kind = rng.choice(["insert", "delete", "update"])
+                    if kind == "insert":
+                        session.add(Order(**some_order(rng)))
+                        session.flush()
+                    elif kind == "delete":
+                        session.execute(delete(Order).where(Order.id == rng.randint(1, 2000)))
+                    else:
+                        new = rng.choice(STATUSES)
+                        changed = update(Order).where(Order.id == rng.randint(1, 2000))
+                        session.execute(changed.values(status=new))
+                    if rng.random() < 0.2:
+                        session.rollback()
+                    else:
+                        session.commit()
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                for sort in SORTS:
+                    assert client.get(f"/api/orders/rail?sort={sort}").status_code == 200
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    reader = threading.Thread(target=read)
+    reader.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    stop.set()
+    reader.join(timeout=60)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in [*threads, reader]), "a thread hung"
+    for sort in SORTS:
+        for status in (None, "paid"):
+            check_rail(client, server, sort, status)
+    app.extensions["engine"].dispose()
+
+
+# --- Migration 0008 counts the orders that were there before it -------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", *SERVERS])
+def test_the_migration_counts_the_orders_already_there(kind: str, tmp_path) -> None:
+    with throwaway_database(kind, tmp_path, "railmig") as url:
+        engine = make_engine(url)
+        migrate(engine, "0007")
+        rng = random.Random(8)
+        with Session(engine) as session:
+            session.execute(insert(Order), [some_order(rng) for _ in range(300)])
+            session.commit()
+        migrate(engine)
+        app = make_app(url)
+        client = app.test_client()
+        for sort in SORTS:
+            check_rail(client, engine, sort, None)
+        app.extensions["engine"].dispose()
+        engine.dispose()
