@@ -105,7 +105,7 @@ def _serve(rows: int, tmp: Path, seed: bool = True, front_end: Path | None = Non
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": "b" * 48, "AUTO_PAGES": 1_000_000, **config})
     app.logger.disabled = True
     if front_end is not None:
-        app.jinja_loader = FileSystemLoader(str(front_end / "templates"))  # type: ignore[assignment]
+        app.jinja_loader = FileSystemLoader(str(front_end / "templates"))  # type: ignore[assignment]  # Flask's way to swap
         app.static_folder = str(front_end / "static")
     if seed:
         result = app.test_cli_runner().invoke(args=["seed", "--rows", str(rows)])

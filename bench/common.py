@@ -23,7 +23,7 @@ from orders.finding.sorts import SORTS
 from pagination import AFTER, CursorCodec, Position, filters_fingerprint
 
 LIMIT = 20
-NEWEST = SORTS["newest"].keyset
+NEWEST = SORTS["newest"].sort
 # The app's list with no status filter: ListRequest.filters is {"status": None}.
 FILTERS: dict[str, Any] = {"status": None}
 SECRET = "bench-secret-key-long-enough-for-production-use-0123456789"
@@ -158,3 +158,10 @@ def stopwatch() -> Iterator[dict[str, float]]:
 def log(message: str) -> None:
     """Progress on stdout, flushed, so a piped run shows where it is."""
     print(message, flush=True)
+
+
+def markdown_table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    """A report's table as the docs show it: a title line, then a Markdown table."""
+    lines = [f"\n{title}", f"| {' | '.join(header)} |", "|" + "---|" * len(header)]
+    lines += [f"| {' | '.join(row)} |" for row in rows]
+    return "\n".join(lines)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from devtools.databases import create_database, drop_database
 from orders.data.db import make_engine, migrate
 from orders.data.models import Order
-from orders.data.seed import seed_orders
+from orders.data.seed import CUSTOMERS, seed_orders
 
 from .common import log, stopwatch
 
@@ -71,13 +71,33 @@ def throwaway(kind: str, label: str, tmp_dir: Path) -> Iterator[str]:
         log(f"  dropped {kind} database {name}")
 
 
-def seed(url: str, rows: int) -> dict[str, Any]:
-    """Migrate, seed `rows` orders (timed alone) and ANALYZE; return the timings."""
+def seeded(
+    engines: str, label: str, rows: int, tmp_dir: Path, *, shop_names: bool = False
+) -> Iterator[tuple[str, str]]:
+    """(engine kind, URL) of a throwaway database seeded with `rows` orders, for each engine of
+    `engines` (comma-separated) in turn, dropped when the next one comes; an engine not running
+    is skipped and said so. `shop_names`: see seed()."""
+    for kind in engines.split(","):
+        reason = server_available(kind)
+        if reason:
+            log(f"!! SKIPPING {kind}: {reason}")
+            continue
+        with throwaway(kind, f"{label}_{kind}", tmp_dir) as url:
+            log(f"== seeding {kind}: {rows:,} orders")
+            info = seed(url, rows, shop_names=shop_names)
+            log(f"   {info['seed_seconds']:.1f} s")
+            yield kind, url
+
+
+def seed(url: str, rows: int, *, shop_names: bool = False) -> dict[str, Any]:
+    """Migrate, seed `rows` orders (timed alone) and ANALYZE; return the timings. The 25 demo
+    names the levels count on (search_level: "fre" is one customer in 25), or with `shop_names`
+    a shop's as `flask seed` draws them (orders/data/people.py)."""
     engine = make_engine(url)
     try:
         migrate(engine)
         with Session(engine) as session, stopwatch() as seeding:
-            seed_orders(session, rows, now=SEED_NOW)
+            seed_orders(session, rows, now=SEED_NOW, customers=None if shop_names else CUSTOMERS)
         with stopwatch() as analyzing:
             analyze(engine)
         with Session(engine) as session:

@@ -165,10 +165,10 @@ def _dump_query(dialect: Any) -> str:
 
     from orders.data.models import Order
     from orders.exports.csv_format import CSV_COLUMNS
-    from orders.finding.sorts import DEFAULT_SORT, KEYSETS
+    from orders.finding.sorts import DEFAULT_SORT, LIBRARY_SORTS
 
     query = select(*[Order.__table__.c[name] for name in CSV_COLUMNS]).order_by(
-        *KEYSETS[DEFAULT_SORT].order_by()
+        *LIBRARY_SORTS[DEFAULT_SORT].order_by()
     )
     return str(query.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
 
@@ -190,7 +190,7 @@ def dump_seconds(url: str, tmp_dir: Path) -> tuple[str, float]:
             try:
                 cursor = connection.cursor()
                 started = time.perf_counter()
-                with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:  # type: ignore[attr-defined]
+                with cursor.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:  # type: ignore[attr-defined]  # psycopg's
                     for _ in copy:
                         pass
                 return "COPY TO STDOUT", time.perf_counter() - started

@@ -115,7 +115,7 @@ def _main_thread(events: list[dict[str, Any]]) -> tuple[int, int] | None:
     for e in events:
         key = (e.get("pid"), e.get("tid"))
         if key in mains:
-            counts[key] += 1  # type: ignore[index]
+            counts[key] += 1  # type: ignore[index]  # a trace's ints
     return max(counts, key=counts.__getitem__) if counts else None
 
 

@@ -7,7 +7,8 @@ warm-up and then a fixed-duration load, in several short passes over all the end
 - the rows fragment at depth 0 (``GET /orders`` with ``HX-Request: true``, no cursor);
 - the rows fragment deep in the list (``GET /orders?after=<cursor>&page=2``), cursor built with
   the app's codec exactly as the "next" link of the previous page would carry it;
-- ``/healthz`` (Flask + a fresh connection of its own engine and its checks: no pool);
+- ``/healthz`` (Flask + readiness: a fresh connection of its own engine at most once a second per
+  process, the cached answer otherwise);
 - ``/static/app.css`` (Flask's static file view, no database);
 - ``/hello`` of a bare Flask app (``bench.floor_app``: one route returning "hello", no hooks, no
   database) under a second gunicorn started by the same command: what Flask and gunicorn cost at

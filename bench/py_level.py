@@ -26,7 +26,7 @@ from typing import Any
 
 import sqlakeyset
 import sqlakeyset.asyncio
-from sqlalchemy import select
+from sqlalchemy import and_, literal, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
@@ -49,7 +49,7 @@ from .common import (
     summary,
 )
 
-METHODS = ("paginate", "sqlakeyset", "offset", "paginate async", "sqlakeyset async")
+METHODS = ("paginate", "sqlakeyset", "offset", "paginate async", "sqlakeyset async", "hand-written")
 ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+aiomysql"}
 
 
@@ -117,7 +117,11 @@ def _cells(samples: dict[tuple[int, str], list[float]], depth: int) -> str:
     cells = "  ".join(f"{name} {median[name]:.3f} ms" for name in METHODS)
     ratios = "  ".join(
         f"{ours}/{theirs} {fmt.x(fmt.ratio(median[ours], median[theirs]))}"
-        for ours, theirs in (("paginate", "sqlakeyset"), ("paginate async", "sqlakeyset async"))
+        for ours, theirs in (
+            ("paginate", "sqlakeyset"),
+            ("paginate async", "sqlakeyset async"),
+            ("paginate", "hand-written"),
+        )
     )
     return f"{cells}  |  {ratios}"
 
@@ -147,7 +151,33 @@ def _methods(session: Session, codec: CursorCodec, depth: int) -> dict[str, Call
     def offset() -> list[int]:
         return [o.id for o in session.scalars(ordered().offset(depth).limit(LIMIT))]
 
-    return {"paginate": ours, "sqlakeyset": theirs, "offset": offset}
+    seek = _hand_seek(session, keys)
+
+    def hand() -> list[int]:
+        # The physical floor: the page's statement written by hand, LIMIT n + 1 for "more?", no
+        # cursor sealed or opened, no previous-page check.
+        stmt = select(Order) if seek is None else select(Order).where(seek)
+        found = session.scalars(
+            stmt.order_by(Order.created_at.desc(), Order.id.desc()).limit(LIMIT + 1)
+        ).all()
+        return [o.id for o in found[:LIMIT]]
+
+    return {"paginate": ours, "sqlakeyset": theirs, "offset": offset, "hand-written": hand}
+
+
+def _hand_seek(session: Session, keys: tuple[Any, ...] | None) -> Any:
+    """The seek a developer writes by hand: ``tuple_(a, b) < (x, y)``, the row value, where the
+    engine reads it as one index range (SQLite, PostgreSQL); on MariaDB, which scans for a row
+    value, the expanded form with a leading bound, its fastest (docs/design.md)."""
+    if keys is None:
+        return None
+    at, last = keys
+    if session.get_bind().dialect.name in ("mysql", "mariadb"):
+        return and_(
+            Order.created_at <= at,
+            or_(Order.created_at < at, and_(Order.created_at == at, Order.id < last)),
+        )
+    return tuple_(Order.created_at, Order.id) < tuple_(literal(at, Order.created_at.type), literal(last))
 
 
 def _async_methods(

@@ -74,7 +74,7 @@ def _flatness(results: dict[str, Any]) -> str:
         ours = {d: db.get((label, d, "keyset")) for d in (first, near, deep)}
         if not all(ours.values()):
             continue
-        median = {d: r["client_ms"]["median"] for d, r in ours.items()}  # type: ignore[index]
+        median = {d: r["client_ms"]["median"] for d, r in ours.items()}  # type: ignore[index]  # none is None (above)
         parts.append(
             f"{_engine(label)} {fmt.num(results['engines'].get(label, {}).get('rows'))} rows: "
             f"{fmt.x(fmt.ratio(median[deep], median[near]))} ({near:,} → {deep:,}), "

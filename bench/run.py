@@ -43,9 +43,12 @@ from . import (
     http_level,
     metrics_level,
     py_level,
+    rail_level,
     readme,
     report,
+    search_crowd,
     search_level,
+    stages,
 )
 from .common import SECRET, Target, log
 
@@ -77,6 +80,7 @@ class Plan:
     profile_requests: int
     browser_rows: int  # the browser level's seeded SQLite app
     wheel_rows: int  # rows the wheel scroll goes down through (and back up)
+    crowd_seconds: float  # the search crowd (bench/search_crowd.py): quiet, then loaded, each
 
 
 FULL = Plan(
@@ -99,6 +103,7 @@ FULL = Plan(
     profile_requests=500,
     browser_rows=8000,
     wheel_rows=3000,
+    crowd_seconds=20.0,
 )
 # A tenth of the rows and depths, a few rounds, short loads: about a minute in all.
 QUICK = Plan(
@@ -121,6 +126,7 @@ QUICK = Plan(
     profile_requests=100,
     browser_rows=6000,  # the level scrolls through 5,000 rows
     wheel_rows=600,
+    crowd_seconds=4.0,
 )
 
 
@@ -201,7 +207,10 @@ class Run:
             "py_level": [],
             "search": [],
             "search_words": [],
+            "rail": [],
+            "search_crowd": [],
             "http": None,
+            "cost": None,
             "profile": None,
             "metrics": None,
             "export": [],
@@ -302,6 +311,16 @@ class Run:
                 self.results["search_words"] += rows or []
             if self.results["search_words"]:
                 log(search_level.report_words(self.results["search_words"]))
+            for target in measured:
+                rows = self.phase(
+                    f"rail level {target.label}",
+                    lambda t=target: rail_level.measure(
+                        t, rounds=plan.db_rounds, budget_s=plan.budget_s, codec=self.codec
+                    ),
+                )
+                self.results["rail"] += rows or []
+            if self.results["rail"]:
+                log(rail_level.report(self.results["rail"]))
 
             postgres = next((t for t in main if t.kind == "postgresql"), None)
             if postgres:
@@ -318,6 +337,19 @@ class Run:
                         quiet_wait_s=plan.http_quiet_wait_s,
                     ),
                 )
+                # In-process beside the gunicorn ratio just measured: one run, one line (issue 59).
+                self.results["cost"] = self.phase(
+                    "request cost",
+                    lambda: stages.measure(
+                        postgres.url,
+                        postgres.label,
+                        requests=plan.profile_requests,
+                        depth=min(postgres.rows * 9 // 10, 20_000),
+                    ),
+                )
+                if self.results["cost"]:
+                    log(stages.table(self.results["cost"]))
+                    log(stages.goals(self.results["cost"], self.results.get("http")))
                 self.results["metrics"] = self.phase(
                     "metrics cost",
                     lambda: metrics_level.measure(
@@ -344,6 +376,19 @@ class Run:
                 )
                 if row:
                     self.results["export"].append({**row, "kind": target.kind})
+            # Seeded apart: a shop's names (the levels above count on the 25 demo names).
+            crowd = ",".join(k for k in self.engines if k in ("postgresql", "mysql"))
+            for kind, url in databases.seeded(crowd, "crowd", plan.rows, self.tmp_dir, shop_names=True):
+                row = self.phase(
+                    f"search crowd {kind}",
+                    lambda k=kind, u=url: search_crowd.measure(
+                        k, u, seconds=plan.crowd_seconds, tmp_dir=self.tmp_dir
+                    ),
+                )
+                if row:
+                    self.results["search_crowd"].append(row)
+            if self.results["search_crowd"]:
+                log(search_crowd.report(self.results["search_crowd"]))
             log("== dropping databases")
         # Last, alone: Chromium's frame timings suffer most from other work on the two cores.
         if not self.skip_browser:

@@ -10,7 +10,7 @@ rare orders are inserted through the ORM (words written as the API writes them) 
 after, so the other levels see the table as seeded.
 
 The words level (`measure_words`, `report_words`): one first page of a search of 1 to 10 words
-as the app reads it (ListRequest.page: the rarest word's range, a bounded window of it), for
+as the app reads it (orders/finding/reader.py page: the rarest word's range, a bounded window of it), for
 words that are each common but never together (the worst case: no page fills) and for absent
 words; p50 and p99 per engine.
 
@@ -31,13 +31,14 @@ from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine
 from orders.data.models import Order
-from orders.finding.listing import ListRequest
+from orders.finding import reader
+from orders.finding.request import ListRequest
 from orders.finding.search import Search, name_start
 from orders.finding.sorts import SORTS
 from pagination import AFTER, CursorCodec, Position, filters_fingerprint, paginate
 
-from .common import LIMIT, Target, interleaved, log, summary
-from .databases import SEED_NOW, seed, server_available, throwaway
+from .common import LIMIT, Target, interleaved, markdown_table, summary
+from .databases import SEED_NOW, seeded
 
 RARE = "Zacarias Quintanilha"
 COMMON, RARE_WORD = "fre", "quint"  # Úrsula Freitas's surname: 1 customer in 25 (not the first word)
@@ -81,7 +82,7 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                 plain = ListRequest(sort, None, LIMIT)
                 cases["unsearched page at 90%"] = (
                     plain.statement(),
-                    plain.keyset,
+                    plain.sort,
                     plain.filters,
                     _cursor(
                         conn,
@@ -89,7 +90,7 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                         sort,
                         plain.filters,
                         plain.statement(),
-                        plain.keyset,
+                        plain.sort,
                         int(target.rows * 0.9),
                     ),
                 )
@@ -99,7 +100,7 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                     (f"rare word '{RARE_WORD}'", RARE_WORD, 0.0, rare_orders),
                 ):
                     listing = ListRequest(sort, None, LIMIT, Search.parse(word))
-                    stmt, keyset = listing.statement(), listing.keyset
+                    stmt, keyset = listing.statement(), listing.sort
                     at = int(matches * depth)
                     cursor = _cursor(conn, codec, sort, listing.filters, stmt, keyset, at)
                     cases[label] = (stmt, keyset, listing.filters, cursor)
@@ -108,13 +109,13 @@ def measure(target: Target, *, rounds: int, budget_s: float, codec: CursorCodec)
                 old_stmt = name_start(old.statement(), "urs")
                 old_filters = {"status": None, "q": "urs"}
                 cursor = _cursor(
-                    conn, codec, sort, old_filters, old_stmt, old.keyset, int(common_matches * 0.9)
+                    conn, codec, sort, old_filters, old_stmt, old.sort, int(common_matches * 0.9)
                 )
-                cases["before: name start 'urs' at 90%"] = (old_stmt, old.keyset, old_filters, cursor)
+                cases["before: name start 'urs' at 90%"] = (old_stmt, old.sort, old_filters, cursor)
                 # ... and for a rare name: the sort's own index read until its few orders are met.
                 rare_stmt, rare_filters = name_start(old.statement(), "zac"), {"status": None, "q": "zac"}
-                cursor = _cursor(conn, codec, sort, rare_filters, rare_stmt, old.keyset, 0)
-                cases["before: name start 'zac' (rare)"] = (rare_stmt, old.keyset, rare_filters, cursor)
+                cursor = _cursor(conn, codec, sort, rare_filters, rare_stmt, old.sort, 0)
+                cases["before: name start 'zac' (rare)"] = (rare_stmt, old.sort, rare_filters, cursor)
 
                 def page(case: tuple[Any, Any, Any, str]) -> None:
                     stmt, keyset, filters, after = case
@@ -161,7 +162,7 @@ def measure_words(
 
             def page(listing: ListRequest) -> None:
                 session.rollback()
-                listing.page(session)
+                reader.page(listing, session)
 
             timings = interleaved(
                 {label: functools.partial(page, listing) for label, listing in cases.items()},
@@ -183,16 +184,17 @@ def report_words(results: list[dict[str, Any]]) -> str:
     engines = list(dict.fromkeys(r["engine"] for r in results))
     cases = list(dict.fromkeys(r["case"] for r in results))
     cell = {(r["engine"], r["case"]): r for r in results}
-    lines = ["\nwords level: p50 / p99 ms of one first page, newest first (n, words)"]
-    lines.append(f"| words | {' | '.join(engines)} |")
-    lines.append(f"|---|{'---|' * len(engines)}")
-    for case in cases:
-        shown = [
+    rows = [
+        [case]
+        + [
             f"{cell[(e, case)]['median']:.2f} / {cell[(e, case)]['p99']:.2f}" if (e, case) in cell else "-"
             for e in engines
         ]
-        lines.append(f"| {case} | {' | '.join(shown)} |")
-    return "\n".join(lines)
+        for case in cases
+    ]
+    return markdown_table(
+        "words level: p50 / p99 ms of one first page, newest first (n, words)", ["words", *engines], rows
+    )
 
 
 def _analyze(engine: Any) -> None:
@@ -206,22 +208,21 @@ def _analyze(engine: Any) -> None:
 
 def report(results: list[dict[str, Any]]) -> str:
     """A table per engine: median ms per case and sort, and each case over the unsearched page."""
-    lines = []
+    tables = []
     for engine in dict.fromkeys(r["engine"] for r in results):
         mine = [r for r in results if r["engine"] == engine]
         sorts = list(dict.fromkeys(r["sort"] for r in mine))
-        cases = list(dict.fromkeys(r["case"] for r in mine))
         cell = {(r["sort"], r["case"]): r["median"] for r in mine}
-        lines.append(f"\n{engine}: median ms of one page (x the unsearched page at 90% in the same sort)")
-        lines.append(f"| case | {' | '.join(sorts)} |")
-        lines.append(f"|---|{'---|' * len(sorts)}")
-        for case in cases:
+        rows = []
+        for case in dict.fromkeys(r["case"] for r in mine):
             shown = []
             for sort in sorts:
                 ms, base = cell[(sort, case)], cell[(sort, "unsearched page at 90%")]
                 shown.append(f"{ms:.3f} ({ms / base:.2f}x)")
-            lines.append(f"| {case} | {' | '.join(shown)} |")
-    return "\n".join(lines)
+            rows.append([case, *shown])
+        title = f"{engine}: median ms of one page (x the unsearched page at 90% in the same sort)"
+        tables.append(markdown_table(title, ["case", *sorts], rows))
+    return "\n".join(tables)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,19 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     codec = CursorCodec("bench-search-secret-bench-search-secret")
     results: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-search-"))
-    for kind in args.engines.split(","):
-        reason = server_available(kind)
-        if reason:
-            log(f"!! SKIPPING {kind}: {reason}")
-            continue
-        with throwaway(kind, "search", tmp) as url:
-            log(f"== seeding {kind}: {args.rows:,} orders")
-            info = seed(url, args.rows)
-            log(f"   {info['seed_seconds']:.1f} s")
-            target = Target(kind, kind, url, args.rows, [])
-            words += measure_words(target, rounds=args.rounds * 4, budget_s=40.0, codec=codec)
-            if not args.words_only:
-                results += measure(target, rounds=args.rounds, budget_s=20.0, codec=codec)
+    for kind, url in seeded(args.engines, "search", args.rows, tmp):
+        target = Target(kind, kind, url, args.rows, [])
+        words += measure_words(target, rounds=args.rounds * 4, budget_s=40.0, codec=codec)
+        if not args.words_only:
+            results += measure(target, rounds=args.rounds, budget_s=20.0, codec=codec)
     if results:
         print(report(results))
     print(report_words(words))

@@ -69,11 +69,11 @@ from pagination import AFTER, CursorCodec, Position, filters_fingerprint, iterat
 
 RESULTS = ROOT / "bench" / "results" / "shards.json"
 NOW = dt.datetime(2026, 3, 11, 12, 0, tzinfo=dt.UTC)
-KEYSET = SORTS["newest"].keyset
-SEEK = "bounded"  # what the app pages shards with (orders/finding/listing.py ListRequest.seek)
+KEYSET = SORTS["newest"].sort
+SEEK = "bounded"  # what the app pages shards with (orders/finding/request.py ListRequest.seek)
 TABLE = Order.__table__
 FETCHED = "SELECT coalesce(sum(rows), 0) FROM pg_stat_statements WHERE query LIKE 'FETCH%'"
-CUSTOMER = SORTS["customer"].keyset
+CUSTOMER = SORTS["customer"].sort
 # The split seek of a customer page: two exact index ranges, each shipped with its ORDER BY.
 SPLIT = (
     "(SELECT * FROM orders WHERE customer_key = %(k)s AND id >= %(id)s "

@@ -115,7 +115,7 @@ class Streams:
     def drain(self) -> None:
         while self.selector.select(0):
             for key, _ in self.selector.select(0):
-                key.fileobj.recv(65536)  # type: ignore[union-attr]
+                key.fileobj.recv(65536)  # type: ignore[union-attr]  # a socket
 
     def time_event(self, since: float, timeout: float = 10) -> list[float]:
         """Seconds from `since` to each stream's next `orders` event."""
@@ -123,7 +123,7 @@ class Streams:
         deadline = time.monotonic() + timeout
         while len(got) < len(self.socks) and time.monotonic() < deadline:
             for key, _ in self.selector.select(0.5):
-                data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                data = key.fileobj.recv(65536)  # type: ignore[union-attr]  # a socket
                 if b"event: orders" in data and key.fd not in got:
                     got[key.fd] = time.monotonic() - since
         if len(got) < len(self.socks):

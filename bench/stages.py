@@ -1,0 +1,199 @@
+"""Where a request's time goes, stage by stage: ``python -m bench.stages [--engines ...]``.
+
+In-process (Flask's test client, no server, no network to the client), warm, a deep page of the
+`oldest` sort (90% down the list): the deep fragment (htmx) and the JSON page. For each, the
+CPU and wall time per request without a profiler, then cProfile on the CPU clock over the same
+requests: each stage's share of the profiled CPU, in milliseconds of the unprofiled CPU. Stages
+nest (the statement inside paginate, the cursor seals inside the page): the table names what
+each row holds, and rows are not meant to add up. Counts per request (statements, round trips,
+Python calls) are devtools/request_cost.py's, the same the budget test reads.
+
+docs/performance.md, "Where a request's time goes", is written from this output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from devtools.request_cost import CostMeter
+
+from . import databases
+from .common import SECRET
+from .http_level import UNREACHED_READ_LIMIT
+
+# (stage, what it holds, [(path suffix, function name), ...]): a stage's time is the largest
+# cumulative time among its functions (one of them wraps the others where several are named).
+STAGES: list[tuple[str, str, list[tuple[str, str]]]] = [
+    ("routing", "werkzeug's URL match", [("werkzeug/routing/map.py", "match")]),
+    ("rate limit", "Flask-Limiter's check", [("orders/web/limits.py", "_check_request_limit")]),
+    ("list request", "query args parsed, cursor opened", [("orders/finding/request.py", "list_request")]),
+    ("checkout", "pool checkout (and its ping)", [("sqlalchemy/pool/base.py", "_checkout")]),
+    ("ping", "the checkout listener (list reads skip the ping)", [("orders/data/db.py", "_ping")]),
+    (
+        "session + BEGIN",
+        "session's connection and transaction",
+        [("sqlalchemy/orm/session.py", "connection")],
+    ),
+    ("paginate", "the library's whole read", [("pagination/paging.py", "paginate")]),
+    ("plan", "seek statement built", [("pagination/paging.py", "_plan")]),
+    ("statement", "execute: cache, driver, server", [("sqlalchemy/engine/base.py", "execute")]),
+    ("rows", "rows fetched into Row objects", [("sqlalchemy/engine/result.py", "_allrows")]),
+    ("cursor seals", "cursors encoded (HMAC)", [("pagination/cursor.py", "encode")]),
+    ("page links", "which links, their cursors", [("orders/finding/request.py", "links")]),
+    ("page URLs", "the links as URLs", [("orders/views/list_page.py", "_urls")]),
+    ("template", "_rows.html rendered", [("flask/templating.py", "render_template")]),
+    (
+        "JSON",
+        "rows to dicts, jsonify",
+        [("orders/views/api.py", "order_json"), ("flask/json/__init__.py", "jsonify")],
+    ),
+    ("response hooks", "after_request hooks", [("flask/app.py", "process_response")]),
+    ("log line", "the request's log line", [("orders/web/request_log.py", "_finish")]),
+    ("metrics", "Prometheus observations", [("orders/web/metrics.py", "_observe")]),
+    ("teardown", "session closed (ROLLBACK)", [("orders/data/db.py", "close_session")]),
+]
+
+
+def _cumulative(stats: pstats.Stats, names: list[tuple[str, str]]) -> tuple[float, int]:
+    """The largest cumulative time among `names`' functions, and their calls."""
+    best, calls = 0.0, 0
+    for (path, _line, function), (_cc, nc, _tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]  # pstats.Stats.stats is set, not declared
+        for suffix, name in names:
+            if function == name and path.endswith(suffix):
+                if ct > best:
+                    best = ct
+                calls += nc
+    return best, calls
+
+
+def measure(url: str, label: str, *, requests: int, depth: int) -> list[dict[str, Any]]:
+    """The deep fragment's and the JSON page's CPU and wall per request at `depth` (of the
+    `oldest` sort), their counts and their stages."""
+    from orders.app import create_app
+
+    app = create_app(
+        {"DATABASE_URL": url, "SECRET_KEY": SECRET, "PAGE_SIZE": 20, "RATELIMIT_READS": UNREACHED_READ_LIMIT}
+    )
+    meter = CostMeter(app)
+    client = app.test_client()
+    try:
+        after = _deep_cursor(client, depth)
+        sends: dict[str, Callable[[], Any]] = {
+            "fragment": lambda: (
+                client.get(
+                    "/orders",
+                    query_string={"sort": "oldest", "after": after, "page": 3},
+                    headers={"HX-Request": "true"},
+                ).data
+            ),
+            "json": lambda: client.get("/api/orders", query_string={"sort": "oldest", "after": after}).data,
+        }
+        results = []
+        for kind, send in sends.items():
+            for _ in range(50):
+                send()
+            cost = meter.measure(send)
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for _ in range(requests):
+                send()
+            cpu_ms = (time.process_time() - cpu0) * 1000 / requests
+            wall_ms = (time.perf_counter() - wall0) * 1000 / requests
+            profile = meter.profile(
+                lambda send=send: [send() for _ in range(requests)],
+                cProfile.Profile(time.process_time),
+            )
+            stats = pstats.Stats(profile)
+            whole = max(ct for (_p, _l, f), (*_x, ct, _c) in stats.stats.items() if f == "wsgi_app")  # type: ignore[attr-defined]  # pstats.Stats.stats is set, not declared
+            stages = {}
+            for stage, _what, names in STAGES:
+                seconds, calls = _cumulative(stats, names)
+                if calls:
+                    stages[stage] = {"ms": cpu_ms * seconds / whole, "share": seconds / whole}
+            results.append(
+                {
+                    "engine": label,
+                    "kind": kind,
+                    "cpu_ms": cpu_ms,
+                    "wall_ms": wall_ms,
+                    "statements": cost.statements,
+                    "round_trips": cost.round_trips,
+                    "calls": cost.calls,
+                    "stages": stages,
+                }
+            )
+        return results
+    finally:
+        meter.close()
+        app.extensions["engine"].dispose()
+
+
+def _deep_cursor(client: Any, depth: int) -> str:
+    cursor = None
+    for _ in range(depth // 100):
+        query: dict[str, Any] = {"sort": "oldest", "limit": 100, **({"after": cursor} if cursor else {})}
+        cursor = client.get("/api/orders", query_string=query).json["next_cursor"]
+    return str(cursor)
+
+
+def goals(results: list[dict[str, Any]], http: dict[str, Any] | None) -> str:
+    """One line: the in-process CPU per request against issue 59's goals (a fragment at most
+    1.0 ms, the JSON page 0.7 ms) and the deep fragment's share of the bare Flask app's requests
+    per second under the same gunicorn (goal 0.35), from the same run."""
+    cells = [
+        f"{r['engine']} {r['kind']} {r['cpu_ms']:.2f} ms CPU (goal {GOAL_CPU_MS[r['kind']]:.1f})"
+        for r in results
+    ]
+    if http:
+        points = http.get("endpoints", [])
+        deep = next((p for p in points if p["name"].startswith("fragment") and p.get("depth")), None)
+        if deep is not None:
+            cells.append(
+                f"{deep['name']} {deep['share_of_trivial']:.3f} of the bare route under gunicorn (goal 0.35)"
+            )
+    return "cost: " + "; ".join(cells)
+
+
+GOAL_CPU_MS = {"fragment": 1.0, "json": 0.7}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The stages as a Markdown table: one column per (engine, kind), ms of CPU per request."""
+    heads = [f"{r['engine']} {r['kind']}" for r in results]
+    lines = ["| stage | what it holds | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
+    for key, label in (("cpu_ms", "CPU ms / request, unprofiled"), ("wall_ms", "wall ms / request")):
+        lines.append(f"| **{label}** | | " + " | ".join(f"**{r[key]:.2f}**" for r in results) + " |")
+    for key in ("statements", "round_trips", "calls"):
+        cells = " | ".join("-" if r[key] is None else f"{r[key]:,}" for r in results)
+        lines.append(f"| {key.replace('_', ' ')} | counted | {cells} |")
+    for stage, what, _names in STAGES:
+        cells = [r["stages"].get(stage) for r in results]
+        if any(cells):
+            shown = " | ".join("-" if c is None else f"{c['ms']:.3f} ({c['share']:.0%})" for c in cells)
+            lines.append(f"| {stage} | {what} | {shown} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.stages", description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--engines", default="sqlite,postgresql")
+    parser.add_argument("--requests", type=int, default=500)
+    args = parser.parse_args(argv)
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-stages-") as tmp:
+        for kind, url in databases.seeded(args.engines, "stages", args.rows, Path(tmp)):
+            results += measure(url, kind, requests=args.requests, depth=args.rows * 9 // 10)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
