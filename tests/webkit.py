@@ -10,8 +10,8 @@ Playwright's `polling="raf"` does.
 
 Practicalities of WebKitGTK's driver met here: a wheel input source whose id repeats scrolls once
 per session (so each action has a fresh id); without a window manager an unfocused window has
-no `:focus` (the window is focused once at the start); the window's size includes MiniBrowser's
-own toolbar (the viewport is measured and the window sized to fit).
+no `:focus` and takes no keys (the window is focused once at the start); the window's size
+includes MiniBrowser's own toolbar (the viewport is measured and the window sized to fit).
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ class Driver:
         page = Page(f"{self.url}/session/{answer['sessionId']}")
         try:
             page.set_viewport_size({"width": 1280, "height": 720})  # Playwright's default
+            # The view focused: a key action goes to MiniBrowser's focused widget, which is not
+            # always its web view (a full run's key test once pressed "j" for 30 s into nothing).
+            page.bring_to_front()
             yield page
         finally:
             requests.delete(page.session, timeout=30)
