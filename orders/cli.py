@@ -1,4 +1,5 @@
-"""Flask CLI commands: init-db, seed, export. Each wraps a plain function that tests call.
+"""Flask CLI commands: init-db, add-shard, fold-rail, seed, export. Each wraps a plain function
+that tests call.
 
 Each behaves like a tool: a failure it can explain (a bad setting, a database that refuses or
 does not exist, a missing migration, a file it cannot write) is one line on stderr and a
@@ -31,6 +32,7 @@ from werkzeug.datastructures import MultiDict
 from orders.core.settings import SettingsError
 from orders.data.db import describe_migration, make_engine, migrate
 from orders.data.models import STATUSES, Order
+from orders.data.rail_fold import fold
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
 from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
@@ -130,6 +132,28 @@ def add_shard_command(url: str) -> None:
         raise ShardSetupError("add-shard needs DATABASE_SHARD_URLS: the shards the coordinator has now")
     added = add_shard(cfg["DATABASE_URL"], cfg["DATABASE_SHARD_URLS"], url, page_size=cfg["PAGE_SIZE"])
     click.echo(str(added))
+
+
+@click.command("fold-rail")
+@tool
+@with_appcontext
+def fold_rail_command() -> None:
+    """Gather each rail bucket's count rows into one, so that a rail reads about one row per
+    bucket (orders/data/rail_fold.py); with DATABASE_SHARD_URLS, on every shard. Waits for no
+    writer; safe at any time and to run again (cron: every few minutes, docs/operations.md)."""
+    shard_urls = current_app.config.get("DATABASE_SHARD_URLS")
+    targets = [(url, make_engine(url)) for url in shard_urls] if shard_urls else [(None, _cli_engine())]
+    for url, engine in targets:
+        try:
+            folded = fold(engine)
+        finally:
+            if url is not None:
+                engine.dispose()
+        where = f"{make_url(url).render_as_string(hide_password=True)}: " if url else ""
+        if not folded:
+            click.echo(f"{where}no rail counts here (a coordinator of shards keeps none)")
+            continue
+        click.echo(where + ", ".join(f"{family} {n:,} rows folded" for family, n in folded.items()))
 
 
 @click.command("seed")
@@ -282,7 +306,7 @@ def export_command(
 def init_app(app: Flask) -> None:
     # with_appcontext on each command: `flask --app app ...` pushes a context itself, but
     # app.test_cli_runner() and any other caller of app.cli need the command to do it.
-    for command in (init_db_command, add_shard_command, seed_command, export_command):
+    for command in (init_db_command, add_shard_command, fold_rail_command, seed_command, export_command):
         app.cli.add_command(command)
 
     @app.teardown_appcontext

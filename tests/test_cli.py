@@ -7,9 +7,11 @@ test_seed's `make run`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -50,7 +52,7 @@ def _postgres_server() -> str:
     return SERVER_URLS["postgresql"].rsplit("/", 1)[0]
 
 
-@pytest.mark.parametrize("command", [["init-db"], ["seed", "--rows", "10"], ["export"]])
+@pytest.mark.parametrize("command", [["init-db"], ["seed", "--rows", "10"], ["export"], ["fold-rail"]])
 def test_a_database_that_refuses_is_one_line(command: list[str]) -> None:
     url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/orders"  # nothing listens there
     line = one_line(flask(url, *command), "cannot use", "127.0.0.1")
@@ -100,3 +102,20 @@ def test_the_seed_is_not_bound_by_the_web_statement_timeout(kind: str, tmp_path:
         with Session(engine) as session:
             assert session.scalar(select(func.count()).select_from(Order)) == 20_000
         engine.dispose()
+
+
+def test_fold_rail_says_what_it_folded_and_again_finds_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    assert flask(url, "init-db").returncode == 0
+    engine = make_engine(url)
+    with Session(engine) as session:  # three orders written one by one: their buckets' stripes
+        for n in range(3):
+            when = dt.datetime(2026, 12, 1, n, tzinfo=dt.UTC)
+            session.add(Order(customer=f"Ana {n}", amount=Decimal("12.50"), status="paid", created_at=when))
+            session.commit()
+    engine.dispose()
+    first = flask(url, "fold-rail")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "amount 3 rows folded, day 3 rows folded, initial 3 rows folded"
+    again = flask(url, "fold-rail")
+    assert again.stdout.strip() == "amount 0 rows folded, day 0 rows folded, initial 0 rows folded"

@@ -15,12 +15,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from orders.data.db import make_engine, migrate
-from orders.data.models import STATUSES, Order
+from orders.data.models import RAIL_COUNTS, STATUSES, Order
 from orders.data.names import name_key
+from orders.data.rail_fold import FAMILIES, FOLDED, fold
 from orders.data.seed import seed_orders
 from orders.finding.rail import SEARCH_NOTE
 from orders.finding.sorts import SORTS
@@ -248,6 +249,30 @@ def test_an_empty_list_has_an_empty_rail(client):
     assert rail["buckets"] == [] and rail["total"] == 0 and rail["note"] is None
 
 
+def rows_per_bucket(engine: Engine) -> dict[tuple[str, str, str], int]:
+    """How many rail_counts rows each (family, status, bucket) has."""
+    c = RAIL_COUNTS.c
+    with engine.connect() as connection:
+        found = connection.execute(
+            select(c.family, c.status, c.bucket, func.count()).group_by(c.family, c.status, c.bucket)
+        )
+        return {(family, status, bucket): n for family, status, bucket, n in found}
+
+
+def test_a_fold_leaves_one_row_per_bucket_and_every_count_as_it_was(writer, engine):
+    """After writes of every kind (folded by the seed in their middle, striped again after it), a
+    fold gathers each bucket's rows into one, and every rail counts what it counted."""
+    write_everything(engine, writer, random.Random(62))
+    assert max(rows_per_bucket(engine).values()) > 1, "the writes after the seed's fold left stripes"
+    folded = fold(engine)
+    assert set(folded) == set(FAMILIES) and all(folded.values()), folded
+    assert set(rows_per_bucket(engine).values()) == {1}
+    for sort in SORTS:
+        for status in (None, "paid"):
+            check_rail(writer, engine, sort, status)
+    assert fold(engine) == dict.fromkeys(FAMILIES, 0), "a second fold finds nothing to fold"
+
+
 # --- Concurrent writers on the servers: no count lost, no deadlock ------------------------------
 
 
@@ -261,8 +286,9 @@ def server(request: pytest.FixtureRequest, tmp_path) -> Iterator[Engine]:
 
 def test_concurrent_writers_and_a_reader_keep_the_rail_exact(server: Engine) -> None:
     """Four writers insert, delete and re-status one order per transaction (as the API writes),
-    some rolled back, while a reader builds the rail again and again (as a reader drags); at the
-    end every bucket of every sort is COUNT(*) of its range."""
+    some rolled back, while a reader builds the rail again and again (as a reader drags) and the
+    counts are folded again and again; at the end every bucket of every sort is COUNT(*) of its
+    range."""
     app = make_app(server.url.render_as_string(hide_password=False))
     client = app.test_client()
     with Session(server) as session:
@@ -300,19 +326,59 @@ def test_concurrent_writers_and_a_reader_keep_the_rail_exact(server: Engine) -> 
         except BaseException as err:
             errors.append(err)
 
+    folded: list[int] = []
+
+    def fold_again_and_again() -> None:  # as cron's `flask fold-rail` would, only far oftener
+        try:
+            while not stop.is_set():
+                folded.append(sum(fold(server).values()))
+        except BaseException as err:
+            errors.append(err)
+
     threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
-    reader = threading.Thread(target=read)
-    reader.start()
-    for thread in threads:
+    others = [threading.Thread(target=read), threading.Thread(target=fold_again_and_again)]
+    for thread in [*others, *threads]:
         thread.start()
     for thread in threads:
         thread.join(timeout=300)
     stop.set()
-    reader.join(timeout=60)
+    for thread in others:
+        thread.join(timeout=60)
     assert not errors, errors
-    assert not any(t.is_alive() for t in [*threads, reader]), "a thread hung"
+    assert not any(t.is_alive() for t in [*threads, *others]), "a thread hung"
+    assert sum(folded) > 0, "the folds ran beside the writers and folded what they wrote"
     for sort in SORTS:
         for status in (None, "paid"):
+            check_rail(client, server, sort, status)
+    app.extensions["engine"].dispose()
+
+
+def test_a_fold_waits_for_no_writer(server: Engine) -> None:
+    """A writer's open transaction holds its buckets' stripes: the fold leaves them (it would
+    otherwise wait for them and fail after LOCK_WAIT_S), folds the rest, and the next fold,
+    after the writer's commit, gathers them too; every count as the orders are."""
+    app = make_app(server.url.render_as_string(hide_password=False))
+    client = app.test_client()
+    with Session(server) as session:
+        seed_orders(session, 200, now=dt.datetime(2026, 11, 30, tzinfo=UTC))
+        others = select(Order.id).where(Order.status != "cancelled").order_by(Order.id).limit(2)
+        shown = session.scalars(others).all()
+        session.execute(update(Order).where(Order.id.in_(shown)).values(status="cancelled"))
+        session.commit()  # a stripe row per bucket of these two, beside the seed's folded rows
+    with server.connect() as connection:
+        stripes = connection.scalar(select(func.count()).where(RAIL_COUNTS.c.stripe < FOLDED))
+    assert stripes == 12  # each order's three buckets, its old status's (-1) and cancelled's (+1)
+    with Session(server) as writer:
+        # Held until its commit: the first order's cancelled buckets' stripes (the new status's
+        # rows are not there for others yet).
+        writer.execute(update(Order).where(Order.id == shown[0]).values(status="shipped"))
+        folded = fold(server)
+        assert sum(folded.values()) == stripes - 3, folded
+        writer.commit()
+    fold(server)
+    assert set(rows_per_bucket(server).values()) == {1}
+    for sort in SORTS:
+        for status in (None, "cancelled", "shipped"):
             check_rail(client, server, sort, status)
     app.extensions["engine"].dispose()
 

@@ -284,6 +284,22 @@ def _seed_small(small: Sharded, count: int = 130) -> list[int]:
     return add_orders(small.coordinator, rows)
 
 
+def test_fold_rail_folds_every_shard(small):
+    """`flask fold-rail` on a coordinator (which keeps no counts) folds each shard's, and says so
+    per shard; each shard then holds one row per bucket."""
+    _seed_small(small)
+    result = small.app.test_cli_runner().invoke(args=["fold-rail"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == SHARDS and all("rows folded" in line for line in lines), lines
+    for engine in small.shards:
+        with engine.connect() as conn:
+            per_bucket = conn.execute(
+                text("SELECT count(*) FROM rail_counts GROUP BY family, status, bucket")
+            ).scalars()
+            assert set(per_bucket) == {1}
+
+
 def _after(cursor: str | None) -> dict[str, str]:
     return {"after": cursor} if cursor else {}
 

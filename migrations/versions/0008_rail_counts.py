@@ -4,7 +4,8 @@ writing transaction, for the scrubber rail of every sort (orders/finding/rail.py
 Striped as order_counts is (an order counts in stripe id % STRIPES): every new order falls in
 today's day bucket, so one row per bucket would make every writer of a status wait for the one
 before it to commit (and for as long as a commit waits for a synchronous standby). A rail reads
-the family's rows summed per bucket.
+the family's rows summed per bucket; a fold (orders/data/rail_fold.py) gathers a bucket's
+stripes into stripe FOLDED, which no writer writes.
 
 Three families, one bucket of each per order, each bucket a range of one sort's first key column:
 - `day`: the UTC day of created_at, "2026-03-11" (the rail groups days into months and weeks);
@@ -66,6 +67,7 @@ BUCKETS = {
 BUCKETS["mariadb"] = BUCKETS["mysql"]
 FAMILIES = ("amount", "day", "initial")  # the order every writer takes the rows in
 STRIPES = 16  # orders/data/models.py STRIPES
+FOLDED = 16  # orders/data/rail_fold.py FOLDED: a bucket's stripes gathered, written by no writer
 
 
 def _rows(dialect: str, r: str, sign: str) -> str:
@@ -201,10 +203,11 @@ def upgrade() -> None:
     )
     for statement in TRIGGERS[dialect]:
         op.execute(statement)
+    # The orders already there, one row per bucket, as a fold leaves them (no writer waits here).
     op.execute(
         "INSERT INTO rail_counts (family, status, bucket, stripe, n) "
-        f"SELECT family, status, bucket, stripe, sum(n) FROM ({_rows(dialect, 'orders', '1')}) AS c "
-        "GROUP BY family, status, bucket, stripe"
+        f"SELECT family, status, bucket, {FOLDED}, sum(n) FROM ({_rows(dialect, 'orders', '1')}) AS c "
+        "GROUP BY family, status, bucket"
     )
 
 

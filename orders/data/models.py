@@ -27,7 +27,7 @@ from sqlalchemy import (
     insert,
     inspect,
 )
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Mapper, mapped_column, validates
 from sqlalchemy.orm.attributes import get_history
 
@@ -179,6 +179,9 @@ class RailCount(Base):
     __table_args__ = ({"sqlite_with_rowid": False},)  # the key is the table: a rail reads one range
 
 
+RAIL_COUNTS = cast(Table, RailCount.__table__)
+
+
 def word_rows(
     order_id: int, customer: str, customer_key: str, created_at: dt.datetime, amount: Decimal
 ) -> list[dict[str, Any]]:
@@ -224,6 +227,21 @@ def insert_ignoring_duplicates(connection: Connection, table: Table) -> Insert:
     if dialect in ("mysql", "mariadb"):
         return insert(table).prefix_with("IGNORE")
     return insert(table).prefix_with("OR IGNORE")
+
+
+def add_counts(connection: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Each row's `n` added to the row of its primary key, inserted where there is none, in
+    each engine's words."""
+    dialect = connection.dialect.name
+    if dialect in ("mysql", "mariadb"):
+        upsert = mysql.insert(table)
+        connection.execute(upsert.on_duplicate_key_update(n=table.c.n + upsert.inserted.n), rows)
+        return
+    chosen = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    keys = [column.name for column in table.primary_key]
+    connection.execute(
+        chosen.on_conflict_do_update(index_elements=keys, set_={"n": table.c.n + chosen.excluded.n}), rows
+    )
 
 
 def write_customer_words(connection: Connection, rows: list[dict[str, Any]]) -> None:

@@ -41,9 +41,9 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 from sqlalchemy.schema import AddConstraint, DropConstraint
 
-from orders.data import people
+from orders.data import people, rail_fold
 from orders.data.db import sqlite_pragmas
-from orders.data.models import CUSTOMER_MAX_LENGTH, ORDER_WORDS, STATUSES, Order, keeps_words
+from orders.data.models import CUSTOMER_MAX_LENGTH, ORDER_WORDS, STATUSES, Order, keeps_rail, keeps_words
 from orders.data.names import NameKey, name_key
 from orders.data.words import drop_temporary, index_orders, last_order_id, name_pairs
 
@@ -239,7 +239,7 @@ def seed_orders(
 ) -> dict[str, float]:
     """Insert `rows` orders ending at `now`, `per_minute` sharing each minute, with their name
     words, in one transaction, and commit. Returns the seconds each stage took ("orders",
-    "name words", "indexes", "commit"). `customers`: the names the orders take in turn (a
+    "name words", "indexes", "rail fold", "commit"). `customers`: the names the orders take in turn (a
     test's fixed few); by default a shop's, drawn by orders/data/people.py."""
     report: Progress = progress or (lambda _stage, _done, _total: None)
     took: dict[str, float] = {}
@@ -318,6 +318,11 @@ def seed_orders(
                 build()
                 report("indexes", done, len(builds))
             took["indexes"] = time.perf_counter() - began
+        if keeps_rail(connection):
+            began = time.perf_counter()
+            for family in rail_fold.FAMILIES:  # a rail then reads one row per bucket and status
+                rail_fold.fold_family(connection, family)
+            took["rail fold"] = time.perf_counter() - began
         began = time.perf_counter()
         session.commit()  # SQLite: writes what the page cache still holds, and syncs the file
         took["commit"] = time.perf_counter() - began
