@@ -186,7 +186,7 @@ def test_make_run_seed_timed(tmp_path: Path, request: pytest.FixtureRequest) -> 
     created, seeded = outputs
     assert created.stdout.startswith("created the database"), created.stdout
     assert "newest migration" not in created.stdout
-    stages = r"orders [\d.]+ s, name words [\d.]+ s, indexes [\d.]+ s, commit [\d.]+ s"
+    stages = r"orders [\d.]+ s, name words [\d.]+ s, indexes [\d.]+ s, rail fold [\d.]+ s, commit [\d.]+ s"
     assert re.match(rf"seeded 300,000 orders in [\d.]+ s \({stages}\)$", seeded.stdout), seeded.stdout
     progress = seeded.stderr.splitlines()
     assert "seeding: orders 300,000 of 300,000 rows" in progress, seeded.stderr
