@@ -197,14 +197,36 @@ class Page:
         """The window sized so that the page's viewport is `size` (the toolbar measured off)."""
         self.size = dict(size)
         width, height = size["width"], size["height"]
-        for _ in range(3):
+        for _ in range(5):
             self._call("POST", "/window/rect", {"width": width, "height": height})
-            inner = self.evaluate("[innerWidth, innerHeight]")
+            inner = self._settled_viewport(width, height)
             if inner == [size["width"], size["height"]]:
                 return
             width += size["width"] - inner[0]
             height += size["height"] - inner[1]
         raise WebDriverError(f"WebKit's viewport stays {inner}, not {size}")
+
+    def _settled_viewport(self, width: int, height: int) -> list[int]:
+        """The viewport once a window's resize to `width` x `height` has landed. The driver may
+        answer before X and GTK have applied it: a full run once read the old viewport three
+        times over (1280 x 758 for 720) while every worker started its browsers, and a resize
+        landing later would move the page under a test. So: until the window has the size
+        (at most 3 s), then until two reads of the viewport 100 ms apart agree (at most 3 s)."""
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            rect = self._call("GET", "/window/rect")
+            if [rect["width"], rect["height"]] == [width, height]:
+                break
+            time.sleep(0.05)
+        last = self.evaluate("[innerWidth, innerHeight]")
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.evaluate("[innerWidth, innerHeight]")
+            if now == last:
+                break
+            last = now
+        return list(last)
 
     # Scripts
     def evaluate(self, source: str, arg: Any = None) -> Any:
