@@ -6,9 +6,10 @@ migration 0008), never COUNT(*).
 One read per rail: the family's rows of rail_counts (a day, an amount bin or an initial, per
 status: a few hundred rows at 300,000 orders, once folded: orders/data/rail_fold.py), summed
 per bucket by the database; the date rails sum them per month, then per day only in the months
-dense enough to split (a second read, of those months' days). The layout (which months split into weeks, which
-bins make a band) is chosen from the whole list's counts, so it is the same under every status
-filter and a status's rail shows that status's shape over it; the counts are the filter's.
+dense enough to split (a second read, of those months' days). The layout (which months split
+into weeks, which bins make a band) is chosen from the whole list's counts, so it is the same
+under every status filter and a status's rail shows that status's shape over it; the counts are
+the filter's.
 
 The buckets' ranges are fixed values of the sort's first key column (a UTC day, an amount in
 cents, a code point), so a bucket's count is exactly the rows in its range (as committed) and its
@@ -186,11 +187,12 @@ def _month_sums(
     rows to read and lay out rather than hundreds of days (11 ms at 3 million orders read per
     day, most of it Python's). Two statements: a write committed between them may be in one and
     not the other, as a write in flight is (the rail is exact once it has landed)."""
-    whole, mine = _sums(connection, "day", own, _MONTH)
+    family = FAMILY["datetime"]
+    whole, mine = _sums(connection, family, own, _MONTH)
     total = sum(n for n in whole.values() if n > 0)
     dense = sorted(month for month, n in whole.items() if n > total * DENSE_SHARE)
     if dense:
-        days_whole, days_mine = _sums(connection, "day", own, RailCount.bucket, _MONTH.in_(dense))
+        days_whole, days_mine = _sums(connection, family, own, RailCount.bucket, _MONTH.in_(dense))
         whole.update(days_whole)
         mine.update(days_mine)
     return whole, mine
@@ -234,7 +236,8 @@ def _midnight(day: dt.date) -> dt.datetime:
 
 def _days(whole: dict[str, int]) -> list[_Range]:
     """`whole`: each month's count ("2026-03") and each day's ("2026-03-11") of the months that
-    `_month_sums` found dense."""
+    `_month_sums` found dense: a month with its days is split, one without is whole (the rule
+    is judged there, once)."""
     months = {key: n for key, n in whole.items() if len(key) == 7 and n > 0}
     total = sum(months.values())
     days_of: dict[str, list[str]] = defaultdict(list)
@@ -242,7 +245,7 @@ def _days(whole: dict[str, int]) -> list[_Range]:
         if len(key) == 10 and n > 0:
             days_of[key[:7]].append(key)
 
-    def dense(n: int, length: int = 7) -> bool:
+    def dense(n: int, length: int) -> bool:
         # A week is judged as seven days: the last one of a month runs to 10, and splitting it
         # alone into days gave a rail of weeks with a few days at each month's end.
         return n * 7 / length > total * DENSE_SHARE
@@ -252,7 +255,7 @@ def _days(whole: dict[str, int]) -> list[_Range]:
         year, month = int(key[:4]), int(key[5:7])
         last = calendar.monthrange(year, month)[1]
         days = days_of.get(key)
-        if not days or not dense(months[key]):
+        if not days:
             ranges.append(_date_range(year, month, 1, last, [key], "month"))
             continue
         for first, end in ((1, 7), (8, 14), (15, 21), (22, last)):
