@@ -463,5 +463,22 @@ def settled(page: Page) -> None:
     )
 
 
+STILL_MS = 250
+
+
+def scroll_still(page: Page, ms: int = STILL_MS) -> None:
+    """Waits until scrollY has not changed for `ms`: Playwright's wheel returns before the scroll
+    it asks for has happened, and wheels sent back to back queue; a position read at once can be
+    read mid-scroll and the rest of the scroll land after it (bounded, as any wait_for_function)."""
+    page.evaluate("window.__stillY = null")
+    page.wait_for_function(
+        "ms => { if (scrollY !== window.__stillY) { window.__stillY = scrollY;"
+        " window.__stillSince = performance.now(); return false; }"
+        " return performance.now() - window.__stillSince >= ms; }",
+        arg=ms,
+        polling="raf",
+    )
+
+
 def expect_on_top(page: Page, order_id: str) -> None:
     page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)

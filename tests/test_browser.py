@@ -22,7 +22,7 @@ from orders.finding.sorts import LIBRARY_SORTS
 
 from .browsers import EVERY_ENGINE, expect
 from .helpers import BASE, add_orders, delete_orders, seed, unpaged_ids
-from .live import ROWS, ROWS_MOVING, add_new_orders, engine_of, given, newest_ids, screen_rows
+from .live import ROWS, ROWS_MOVING, add_new_orders, engine_of, given, newest_ids, screen_rows, scroll_still
 
 pytestmark = [pytest.mark.browser]
 
@@ -220,6 +220,7 @@ def test_back_button_returns_to_the_same_place_without_duplicates(live, page: Pa
             break
         page.mouse.wheel(0, 800)
         page.wait_for_timeout(50)
+    scroll_still(page)  # the wheels' scroll has landed: the place the click records is read below
     target = page.locator(ROWS).nth(70)
     target.scroll_into_view_if_needed()
     order_id = target.get_attribute("data-id")
@@ -330,6 +331,13 @@ def test_changing_sort_starts_a_new_walk(live, page: Page):
     page.get_by_label("Sort").select_option("amount")
     page.get_by_role("button", name="Apply").click()  # a change alone never navigates (WCAG 3.2.2)
     expect(page).to_have_url(re.compile(r"sort=amount"))
+    # As for the status below, the address changes before the new rows are in: wait (bounded)
+    # until the rows on the page are the new walk's, at least a page of them in amount order.
+    page.wait_for_function(
+        "() => { const a = [...document.querySelectorAll('#rows > tr[data-id] td.amount')]"
+        ".map(c => parseFloat(c.textContent.replace(/,/g, '')));"
+        " return a.length >= 20 && a.every((v, i) => i === 0 || a[i - 1] >= v); }"
+    )
     page.wait_for_load_state("networkidle")
     amounts = [Decimal(a.replace(",", "")) for a in page.locator(f"{ROWS} td.amount").all_inner_texts()]
     assert amounts == sorted(amounts, reverse=True) and len(amounts) >= 20

@@ -163,7 +163,10 @@ def test_a_reload_right_after_a_fling_opens_at_the_row_that_was_on_top(live, pag
     assert landed in order, (landed, on_top)
     # At most 250 ms of the fling above it (about 45 rows at 120 px / 16 ms); before, the address
     # was the one from before the fling (about 300 rows above).
-    assert 0 <= order.index(on_top) - order.index(landed) <= 50, (order.index(on_top), order.index(landed))
+    # A wheel still queued when the row on top was read can carry the view and the address a few
+    # rows past it before the reload: a small margin below zero.
+    lag = order.index(on_top) - order.index(landed)
+    assert -10 <= lag <= 50, (order.index(on_top), order.index(landed))
 
 
 ACTIVE_ROW = (

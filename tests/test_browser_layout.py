@@ -27,6 +27,7 @@ from .live import (
     expect_on_top,
     given,
     put_on_top,
+    scroll_still,
     scroll_until,
     setting,
 )
@@ -242,6 +243,7 @@ def test_skeleton_above_a_list_opened_mid_way_and_gone_at_the_end(live, page: Pa
     expect(page.locator("#less .skeleton")).to_be_attached()
     page.mouse.wheel(0, -300)  # up into the skeleton while the rows above are held
     expect(page.locator("#less .sk").last).to_be_in_viewport()
+    scroll_still(page)  # the skeleton is in view before the wheel's scroll has all landed
     before = page.locator(f"#order-{first}").evaluate("r => r.getBoundingClientRect().top")
     page.wait_for_function("() => window.ordersList.busy()")
     held.pop().continue_()

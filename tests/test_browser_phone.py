@@ -26,6 +26,7 @@ from .live import (
     add_new_orders,
     add_orders_to,
     given,
+    scroll_still,
     settled,
 )
 
@@ -87,7 +88,9 @@ def test_after_scrolling_down_the_stuck_controls_cover_at_most_a_fifth(live, bro
     assert abs(page.locator("#find-bar").evaluate("b => b.getBoundingClientRect().top")) <= 1
     wheel(page, 300, 2)
     page.wait_for_function(TUCKED)
-    # The shortcut "/" brings them back with the search box focused; focus by keyboard too.
+    # The shortcut "/" brings them back with the search box focused; focus by keyboard too. The
+    # bar tucks on the wheel event, before the scroll it asks for: y is read once that has landed.
+    scroll_still(page)
     y = page.evaluate("scrollY")
     page.locator(ROWS).nth(10).evaluate("r => r.focus({preventScroll: true})")
     page.keyboard.press("/")
@@ -349,8 +352,11 @@ def test_no_footer_right_under_a_loading_row_during_a_fast_fling(live, browser: 
     for _ in range(100):  # a flick's speed: 50,000 px a second
         page.mouse.wheel(0, 800)
         page.wait_for_timeout(16)
+    # The loads the fling started may still be on their way on a loaded machine: waited for
+    # (bounded), the frames watched meanwhile counted too.
+    page.wait_for_function("n => document.querySelectorAll('#rows > tr[data-id]').length > n", arg=100)
     got = page.evaluate("fling")
-    assert got["frames"] > 20 and page.locator(ROWS).count() > 100, got
+    assert got["frames"] > 20, got
     assert got["bad"] == 0, got
     context.close()
 

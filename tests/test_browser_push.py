@@ -26,7 +26,7 @@ from orders.views.stream import changes
 from .databases import APP_ENGINES, migrated_database
 from .fixtures import clear, make_app
 from .helpers import BASE, add_orders
-from .live import REMOTE_URL, ROWS, LiveServer, RemoteTarget, given
+from .live import REMOTE_URL, ROWS, LiveServer, RemoteTarget, given, scroll_still, settled
 
 pytestmark = [pytest.mark.browser]
 
@@ -111,6 +111,8 @@ def test_pushed_pill_covers_no_header_and_keeps_focus_and_place(pushed: LiveServ
             page.mouse.wheel(0, 200)
             page.wait_for_timeout(40)  # pacing, as a hand's wheel
         page.wait_for_function("() => scrollY > 600")
+        settled(page)  # the place is read once queued wheels and the loads they start are over
+        scroll_still(page)
     # Focus on a row in view, as j/k leave it.
     row = page.locator(ROWS).nth(12 if where == "reading" else 2)
     row.focus()
