@@ -153,7 +153,10 @@ def fold_rail_command() -> None:
         if not folded:
             click.echo(f"{where}no rail counts here (a coordinator of shards keeps none)")
             continue
-        click.echo(where + ", ".join(f"{family} {n:,} rows folded" for family, n in folded.items()))
+        click.echo(
+            where
+            + ", ".join(f"{family} {n:,} row{'' if n == 1 else 's'} folded" for family, n in folded.items())
+        )
 
 
 @click.command("seed")

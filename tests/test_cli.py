@@ -119,3 +119,11 @@ def test_fold_rail_says_what_it_folded_and_again_finds_nothing(tmp_path: Path) -
     assert first.stdout.strip() == "amount 3 rows folded, day 3 rows folded, initial 3 rows folded"
     again = flask(url, "fold-rail")
     assert again.stdout.strip() == "amount 0 rows folded, day 0 rows folded, initial 0 rows folded"
+    engine = make_engine(url)
+    with Session(engine) as session:
+        when = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+        session.add(Order(customer="Bia", amount=Decimal("3.00"), status="paid", created_at=when))
+        session.commit()
+    engine.dispose()
+    one = flask(url, "fold-rail")
+    assert one.stdout.strip() == "amount 1 row folded, day 1 row folded, initial 1 row folded"
