@@ -76,7 +76,7 @@ def gunicorn(
     *,
     log_path: Path,
     workers: int,
-    threads: int = 1,
+    threads: int | None = 1,
     env: dict[str, str] | None = None,
     app: str = "app:create_app()",
     ready_path: str = "/healthz",
@@ -85,7 +85,8 @@ def gunicorn(
 ) -> Iterator[tuple[str, psutil.Process]]:
     """Serve `app` (a gunicorn app spec) on `database_url` through serve.py, the production start
     (every setting checked first); yield (base URL, master process) once
-    `ready_path` (/healthz) answers and every worker is up; `worker_class` overrides
+    `ready_path` (/healthz) answers and every worker is up; `threads` None leaves the config's
+    (gunicorn.conf.py: WEB_THREADS, a deployment's default); `worker_class` overrides
     gunicorn.conf.py's; `config` is read instead of gunicorn.conf.py (the stream server's,
     deploy/gunicorn-streams.conf.py). Stops exactly the processes started here, also on failure:
     the master by SIGTERM (killed after 15 s), then any worker left, by its id."""
@@ -95,7 +96,8 @@ def gunicorn(
     environment = {**inherited, "DATABASE_URL": database_url, **(env or {})}
     command = [
         sys.executable, str(ROOT / "serve.py"),
-        "--workers", str(workers), "--threads", str(threads),
+        "--workers", str(workers),
+        *(["--threads", str(threads)] if threads is not None else []),
         "--bind", f"127.0.0.1:{port}", "--graceful-timeout", "5",
         *(["--worker-class", worker_class] if worker_class else []),
         *(["--config", config] if config else []),
