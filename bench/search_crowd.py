@@ -161,15 +161,16 @@ def measure(kind: str, url: str, *, seconds: float, tmp_dir: Path) -> dict[str, 
     with server as (base, _master):
         parsed = urllib.parse.urlparse(base)
         host, port = parsed.hostname or "127.0.0.1", parsed.port or 80
-        kind_of = {f"/api/orders?{urllib.parse.urlencode({'q': q})}": k for k, q in queries}
-        paths = list(kind_of)
+        # Every search as drawn, repeats included (a common word comes again, as it would); a
+        # path's kind is its words' (a search drawn under two kinds is the same request).
+        paths = [f"/api/orders?{urllib.parse.urlencode({'q': q})}" for _, q in queries]
+        kind_of = dict(zip(paths, (k for k, _ in queries), strict=True))
         _run(host, port, [CANARY_PATH, *paths[:20]], time.monotonic() + 3, [], Counter())  # warm up
         quiet: list[float] = []
         quiet_codes: Counter[int] = Counter()
         _run(host, port, [CANARY_PATH], time.monotonic() + seconds, quiet, quiet_codes)
         loaded: list[float] = []
         canary_codes: Counter[int] = Counter()
-        found: list[float] = []
         found_by_path: dict[str, list[float]] = {}
         codes: Counter[int] = Counter()
         until = time.monotonic() + seconds
@@ -190,10 +191,10 @@ def measure(kind: str, url: str, *, seconds: float, tmp_dir: Path) -> dict[str, 
             codes.update(searcher_codes)
             for path, times in times_by_path.items():
                 found_by_path.setdefault(path, []).extend(times)
-                found.extend(times)
         for process in crowd:
             process.join(timeout=10)
     quiet_p50, loaded_p50 = statistics.median(quiet), statistics.median(loaded)
+    found = [ms for times in found_by_path.values() for ms in times]
     per_kind: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for path, times in found_by_path.items():
         per_kind[kind_of[path]].extend(times)
