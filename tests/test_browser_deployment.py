@@ -1,8 +1,9 @@
 """QA against a deployment, end to end, as docs/testing.md tells a QA engineer: `make run`'s server
 from a clean copy of the checkout (the tracked files only, no instance/ or test-results/), seeded
-small (SEED_ROWS: 300k rows take minutes to seed), and `make test-browser` aimed at it with
-BASE_URL. Every browser test either runs there or skips with its reason in one line; none fails,
-none stalls (BROWSER_TEST_TIMEOUT), and the run ends with pytest's summary line.
+small (SEED_ROWS: 300k rows take 22 s alone and more beside the suite's other workers), and
+`make test-browser` aimed at it with BASE_URL. Every browser test either runs there or skips with
+its reason in one line; none fails, none stalls (BROWSER_TEST_TIMEOUT), and the run ends with
+pytest's summary line. (The skip bound is the default `make run`'s: docs/deployment-run.json.)
 """
 
 from __future__ import annotations
