@@ -75,8 +75,8 @@ def buckets(page: Page, live: Any) -> list[dict[str, Any]]:
     )
     if live.app is None and len(result) < WEEKS:
         pytest.skip(
-            f"NEEDS orders over weeks: {live.url}'s rail has {len(result)} buckets, the test {WEEKS} "
-            "(a default `make run` seeds 69 days)"
+            f"NEEDS orders over weeks: {live.url}'s rail has {len(result)} of the {WEEKS} buckets "
+            "the test needs (a default `make run` seeds 69 days)"
         )
     assert len(result) >= WEEKS, result
     return result
