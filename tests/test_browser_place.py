@@ -126,8 +126,8 @@ def test_back_puts_a_row_partly_under_the_headers_where_it_was(live, page: Page,
     known_bug(
         request,
         browser_name,
-        ("firefox", "webkit"),
-        "Back puts the row 251 px (Firefox) and 84 px (WebKit) higher than the reader left it",
+        ("webkit",),
+        "Back puts the row 84 px higher than the reader left it",
         strict=False,  # under htmx 4 WebKit puts it right in some runs
     )
     given(live, 400, AUTO_PAGES=10_000)
@@ -140,7 +140,15 @@ def test_back_puts_a_row_partly_under_the_headers_where_it_was(live, page: Page,
     page.wait_for_function(HELD, arg=[first, -40, -5])
     lower = page.evaluate("() => document.elementFromPoint(640, 600).closest('tr[data-id]').dataset.id")
     top = page.evaluate(ROW_TOP, lower)
-    page.locator(f"#order-{lower}").get_by_role("link").click()
+    # Clicked where it is, as a person does: Playwright's click in Firefox (WebDriver BiDi)
+    # scrolls a link that is already in view towards the middle first (251 px here), and the
+    # place the reader left is then that one (the address follows it at the click).
+    link = page.locator(f"#order-{lower}").get_by_role("link")
+    page.mouse.click(
+        *link.evaluate(
+            "a => { const r = a.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }"
+        )
+    )
     expect(page.get_by_role("heading", name=f"Order #{lower}")).to_be_visible()
     page.go_back()
     expect(page.get_by_role("table")).to_be_visible()

@@ -379,6 +379,17 @@ class _Mouse:
         action = {"type": "pointer", "id": f"mouse{next(_ids)}", "parameters": {"pointerType": "mouse"}}
         self.page._call("POST", "/actions", {"actions": [{**action, "actions": [step]}]})
 
+    def click(self, x: float, y: float) -> None:
+        """Pressed and released at (x, y) of the viewport, as Playwright's mouse.click: no scroll."""
+        self.at = (x, y)
+        steps = [
+            {"type": "pointerMove", "x": int(x), "y": int(y), "origin": "viewport"},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pointerUp", "button": 0},
+        ]
+        action = {"type": "pointer", "id": f"mouse{next(_ids)}", "parameters": {"pointerType": "mouse"}}
+        self.page._call("POST", "/actions", {"actions": [{**action, "actions": steps}]})
+
     def wheel(self, delta_x: float, delta_y: float) -> None:
         # A fresh input source id each time: WebKitGTK's driver scrolls a repeated id only once.
         x, y = self.at or (self.page.size["width"] // 2, self.page.size["height"] // 2)
