@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Select
+from sqlalchemy import Connection, Select
 from sqlalchemy.engine.url import URL
 
 from .cursor import AFTER, BEFORE, CursorCodec, Position, filters_fingerprint
 from .errors import InvalidPosition, KeysetError, PaginationError
-from .planning import plan
+from .planning import plan, planned
 from .results import Batch, Page, Range
 from .sort import Keyset, SeekForm
 from .statement import Read, reads
@@ -108,7 +108,9 @@ def paginate(
     window_end = None
     if window is not None:
         stmt, window_end = _within(session, stmt, sort, window, keys, backward, inclusive, seek)
-    built = _plan(session, stmt, sort, seek)
+    built, exact = _planned(session, stmt, sort, seek)
+    if window is not None:
+        exact = None  # bounded by this page's own window end: a statement no other page reads
 
     # Fetch one extra row to learn whether the page has a successor, without COUNT(*). On a
     # cursor page the read starts at the cursor's own row: when it is still there (nearly
@@ -123,6 +125,7 @@ def paginate(
         inclusive=inclusive,
         limit=limit + 1,
         start_at_keys=position is not None and not inclusive,
+        exact=exact,
     )
     if rows and keys is not None and not inclusive:
         sort.check_advance(keys, rows.keys(0), backward=backward)
@@ -193,11 +196,14 @@ def _within(
 def _plan(session: Any, stmt: Any, sort: Keyset, seek: SeekForm | None) -> Any:
     """The statement's plan on the engine it will run on: a Connection's, or the one a Session
     binds it to (which may be one of several, Session(binds=...))."""
-    from sqlalchemy import Connection
+    return _planned(session, stmt, sort, seek)[0]
 
+
+def _planned(session: Any, stmt: Any, sort: Keyset, seek: SeekForm | None) -> tuple[Any, Any]:
+    """`_plan()`, and the statement's exact bound values (planning.planned())."""
     plain = isinstance(session, Connection)
     dialect = session.dialect if plain else session.get_bind(clause=stmt).dialect
-    return plan(stmt, sort, dialect, plain_rows=plain, seek=seek)
+    return planned(stmt, sort, dialect, plain_rows=plain, seek=seek)
 
 
 def iterate(
@@ -218,12 +224,14 @@ def iterate(
     so an interrupted export can continue where it stopped; `meta` is sealed into it.
     """
     _check_batch_size(batch_size)
-    built = _plan(session, stmt, sort, seek)
+    built, exact = _planned(session, stmt, sort, seek)
     fingerprint = filters_fingerprint(filters)
     keys, inclusive = _resume(sort, after, codec, fingerprint)
     make = _encoder(codec, sort, fingerprint, meta) if codec is not None else None
     while True:
-        rows, _ = built.fetch(session, stmt, keys, backward=False, inclusive=inclusive, limit=batch_size)
+        rows, _ = built.fetch(
+            session, stmt, keys, backward=False, inclusive=inclusive, limit=batch_size, exact=exact
+        )
         if not rows:
             return
         if keys is not None and not inclusive:

@@ -144,6 +144,18 @@ def shape(stmt: Select[Any], sort: Keyset) -> tuple[Any, ...] | None:
     the analysis reads some: whether a value is NULL (``coalesce(x, :v)``), which constant a
     UNION ALL branch selects. Those outside the WHERE and HAVING stay in the shape; the sort
     itself by identity (a plan holds its terms, and a refusal names it)."""
+    return _keyed(stmt, sort)[0]
+
+
+def _keyed(stmt: Select[Any], sort: Keyset) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
+    """`shape()`, and the statement's bound values exactly (None when there is no such key), from
+    the same walk: within one shape, statements with the same exact values are the same
+    statement, so a read built for one may run for the other (Plan.statement's `exact`).
+
+    Exactly: each value's type, the value and its repr(), so values equal to Python but not to
+    the database (Decimal("1.0") and Decimal("1.00"), the same instant in two time zones) are
+    told apart. None (built per call) for a value computed at execution (a bind's callable), an
+    unhashable one (a list), or a statement with execution options (not in SQLAlchemy's key)."""
     anon = anon_map()
     bound: list[BindParameter[Any]] = []
     key = stmt._gen_cache_key(anon, bound)
@@ -153,7 +165,7 @@ def shape(stmt: Select[Any], sort: Keyset) -> tuple[Any, ...] | None:
     for criterion in filters:
         criterion._gen_cache_key(anon_map(), filtering)
     if NO_CACHE in anon:
-        return None
+        return None, None
     skipped = {id(b) for b in filtering}
     values: tuple[Any, ...] = tuple(
         None if id(b) in skipped else (b.callable is not None, b.value) for b in bound
@@ -162,18 +174,33 @@ def shape(stmt: Select[Any], sort: Keyset) -> tuple[Any, ...] | None:
         hash(values)
     except TypeError:  # an unhashable value (a list) outside the filters: by its text
         values = (repr(values),)
-    return (id(sort), key, terms, values)
+    exact: tuple[Any, ...] | None = None
+    if not stmt._execution_options and all(b.callable is None for b in bound):
+        exact = tuple((type(b.value), b.value, repr(b.value)) for b in bound)
+        try:
+            hash(exact)
+        except TypeError:
+            exact = None
+    return (id(sort), key, terms, values), exact
 
 
 def plan(stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekForm | None = None) -> Plan:
     """The plan of `stmt`'s shape for this sort, engine and seek form: checked (KeysetError with
     the SQL and what to write instead) and worked out once per shape, not per page."""
+    return planned(stmt, sort, dialect, plain_rows=plain_rows, seek=seek)[0]
+
+
+def planned(
+    stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekForm | None = None
+) -> tuple[Plan, tuple[Any, ...] | None]:
+    """`plan()`, and the statement's exact bound values (`_keyed`): the key under which the
+    plan keeps the reads it built for this statement (Plan.statement's `exact`)."""
     if not isinstance(stmt, Select):
         raise refuse(stmt, dialect, not_a_select(stmt))
     form = seek or "auto"
     if form not in SEEK_FORMS:
         raise KeysetError(f'seek must be "auto" or "bounded", not {form!r}')
-    found = shape(stmt, sort)
+    found, exact = _keyed(stmt, sort)
     key = None if found is None else (dialect.name, plain_rows, form, *found)
     verdict = PLANS.get(key, sort) if key is not None else None
     if verdict is None:
@@ -182,7 +209,7 @@ def plan(stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekF
             PLANS.put(key, sort, verdict)
     if isinstance(verdict, str):
         raise refuse(stmt, dialect, verdict)
-    return verdict
+    return verdict, exact
 
 
 def _verdict(stmt: Select[Any], sort: Keyset, dialect: Any, plain_rows: bool, form: SeekForm) -> Plan | str:

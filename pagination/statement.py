@@ -110,6 +110,9 @@ class Plan:
             for i, (t, c) in enumerate(zip(sort.columns, self.carriers, strict=True))
         )
         self._built: dict[tuple[Any, ...], Any] = {}
+        # statement()'s reads, kept by `exact` (planning.planned()), read, LIMIT and the key values'
+        # NULLs and kinds: a next page runs the same object, not built nor keyed by SQLAlchemy again.
+        self._reads: dict[tuple[Any, ...], Select[Any]] = {}
 
     def _cached(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
         part = self._built.get(key)
@@ -321,15 +324,23 @@ class Plan:
         limit: int,
         backward: bool,
         flag_keys_row: bool,
+        exact: tuple[Any, ...] | None = None,
     ) -> tuple[Select[Any], dict[str, Any]]:
-        """The statement of one read, key values left as parameters, and those parameters."""
+        """The statement of one read, key values left as parameters, and those parameters (`_reads`)."""
+        shaped = keys is not None and (tuple(v is None for v in keys), self.kinds(keys))
+        kept = exact is not None and (exact, read, limit, backward, flag_keys_row, shaped)
+        if kept and (found := self._reads.get(kept)) is not None:
+            return found, {} if keys is None else self.bind(keys)
         page = self.restrict(self.keyed(stmt), read, keys, backward=backward)
         params: dict[str, Any] = {}
         if keys is not None:
             if flag_keys_row:
                 page = page.add_columns(self.at(keys).label("_keyset_at"))
             params = self.bind(keys)
-        return page.order_by(None).order_by(*self.read_order(read, backward=backward)).limit(limit), params
+        page = page.order_by(None).order_by(*self.read_order(read, backward=backward)).limit(limit)
+        if kept:  # at most 64 (a few per filter value): past them, afresh
+            self._reads = {**self._reads, kept: page} if len(self._reads) < 64 else {kept: page}
+        return page, params
 
     def range_probe(
         self, stmt: Select[Any], read: Read, keys: Sequence[Any] | None, *, size: int
@@ -381,8 +392,9 @@ class Plan:
         inclusive: bool,
         limit: int,
         start_at_keys: bool = False,
+        exact: tuple[Any, ...] | None = None,
     ) -> tuple[Rows, bool]:
-        """Rows of the statement past `keys` in the sort's order.
+        """Rows of the statement past `keys` in the sort's order (`exact`: see statement()).
 
         With `start_at_keys`, the read starts at `keys` inclusive, one row more is read, and the
         row found there is left out of the rows; the flag says whether it was found. It can only
@@ -402,6 +414,7 @@ class Plan:
                 limit=limit - len(kept) + (1 if flag_here else 0),
                 backward=backward,
                 flag_keys_row=flag_here,
+                exact=exact,
             )
             rows, read_metadata = execute(executor, page, params)
             metadata = metadata or read_metadata

@@ -10,18 +10,31 @@ constants, do not. The memory is bounded and shared by threads.
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, ForeignKey, Integer, String, and_, delete, literal, select, union_all
+from sqlalchemy import (
+    DateTime,
+    Engine,
+    ForeignKey,
+    Integer,
+    String,
+    and_,
+    delete,
+    literal,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, aliased, mapped_column
 
 from pagination import Keyset, KeysetError, planning
 from pagination.planning import PLANS, plan
+from pagination.statement import Read
 
 from .databases import ENGINES
 from .library import library_engine, unpaged, walk
@@ -187,3 +200,47 @@ def test_the_memory_is_bounded_and_shared_by_threads(counted, monkeypatch):
     assert len(counted) >= 6  # each shape analysed (again when forgotten), none wrongly shared
     # The statement-wide memory is the same class, with its own bound.
     assert isinstance(PLANS, planning._Remembered) and len(PLANS) <= planning._MAX_PLANS
+
+
+# --- Reads kept per statement (Plan.statement's `exact`) -----------------------------------
+
+
+def test_a_read_is_built_once_per_statement_values_and_run_with_other_keys(counted):
+    """A page's read is kept by the plan and the same object comes back for the next page of a
+    statement with the same bound values: only its parameters differ (SQLAlchemy keeps the cache
+    key on the object). Another filter value, NULL pattern or kind of key value is another read."""
+    dialect = sqlite.dialect()
+    sort = Keyset("note", Note.title, Note.id)
+    read = Read(None, 0, 2, False)
+
+    def built(title: str, keys: tuple[Any, ...]) -> tuple[Any, Any, dict[str, Any]]:
+        stmt = select(Note.id, Note.title).where(Note.title == title)  # made anew, as per request
+        found, exact = planning.planned(stmt, sort, dialect, plain_rows=True)
+        page, params = found.statement(
+            stmt, read, keys, limit=5, backward=False, flag_keys_row=False, exact=exact
+        )
+        return found, page, params
+
+    plan_a, page_a, params_a = built("t1", ("t1", 3))
+    plan_b, page_b, params_b = built("t1", ("t1", 7))
+    assert plan_a is plan_b and page_a is page_b and params_a != params_b
+    assert params_b == {"_keyset_key_0": "t1", "_keyset_key_1": 7}
+    assert built("t2", ("t2", 3))[1] is not page_a  # another filter value: its own read
+    assert built("t1", (None, 3))[1] is not page_a  # a NULL key value compares as IS NULL
+    assert len(counted) == 1  # one shape throughout
+
+
+def test_values_equal_to_python_but_not_to_the_database_are_not_shared(lib, counted):
+    """The same instant in two time zones is equal in Python, and one shape (a constant outside
+    the WHERE), but SQLite stores each as its own wall-clock text: each statement's rows show
+    its own value, never the one of a read kept for the other."""
+    noon = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
+    one_pm = noon.astimezone(dt.timezone(dt.timedelta(hours=1)))
+    assert noon == one_pm
+    sort = Keyset("note", Note.id)
+    with Session(lib) as session:
+        for when in (noon, one_pm, noon, one_pm):
+            stmt = select(Note.id, literal(when, DateTime(timezone=True)).label("at"))
+            _, forward, _ = walk(session.connection(), stmt, sort, 4)
+            assert forward == unpaged(session.connection(), stmt, sort), when
+    assert len(counted) <= 2  # the shape is shared (once per engine kind of binding)
