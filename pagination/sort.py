@@ -39,14 +39,17 @@ SEEK_FORMS = ("auto", "bounded")
 
 @dataclass(frozen=True)
 class Term:
-    """One column (or expression) of a sort, its direction and where its NULLs go."""
+    """One column (or expression) of a sort, its direction and where its NULLs go.
+
+    What it is made of (`computed`, `bind_type`, `type`) is worked out from its expression on
+    first use and kept: a page asked it about twenty times, each a walk of the expression."""
 
     expr: ColumnElement[Any]
     descending: bool
     name: str  # for messages
     nulls: str | None = None  # "first" or "last" when given explicitly; None: the engine's way
 
-    @property
+    @functools.cached_property
     def computed(self) -> bool:
         """Is it computed (an aggregate, arithmetic, a subquery's expression) rather than a
         table's column? Its values are then of whatever type the engine returns."""
@@ -54,7 +57,7 @@ class Term:
             return True
         return not isinstance(base(self.expr), TableColumn) or sources(self.expr) is not None
 
-    @property
+    @functools.cached_property
     def bind_type(self) -> Any:
         """The type its key values are bound as. SQLAlchemy types ``int / int`` as an Integer,
         but the engines return a fraction (PostgreSQL a NUMERIC): bound as an Integer (cast
@@ -65,7 +68,7 @@ class Term:
         )
         return Numeric() if divides and isinstance(self.expr.type, Integer) else self.expr.type
 
-    @property
+    @functools.cached_property
     def type(self) -> Any:
         """The type its values are checked against: a UNION's column takes the first branch's
         type, but holds the values of every branch (a longer text, a wider number)."""
