@@ -42,19 +42,20 @@ class Budget:
 # --- The budgets, one place: (request, engine) -> what it may cost, and why that much ---------
 # Lowered by issue 59's cuts (docs/performance.md, "Where a request's time goes"), each in its
 # own commit with what it saved: the page's read kept per statement (pagination/statement.py);
-# the sort's terms' types kept (pagination/sort.py).
+# the sort's terms' types kept (pagination/sort.py); the Vary header set in one step
+# (orders/web/htmx.py, HTML answers only).
 BUDGETS: dict[tuple[str, str], Budget] = {
     ("fragment", "sqlite"): Budget(
         statements=1,
         round_trips=None,
-        calls=4_730,
+        calls=4_700,
         why="one SELECT of limit + 2 rows (the page, its neighbours' existence); calls: measured "
         "(lowered from 5,000 by issue 59's cuts, above)",
     ),
     ("fragment", "postgresql"): Budget(
         statements=1,
         round_trips=1,
-        calls=4_930,
+        calls=4_900,
         why="the one SELECT in autocommit at READ COMMITTED (db.open_read_session), unpinged "
         "(read_routing.PrimaryReads reads again on a dead connection); calls: measured "
         "(lowered from 5,200 by issue 59's cuts, above)",

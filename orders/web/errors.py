@@ -61,7 +61,7 @@ def error_response(err: ApiError) -> tuple[Response | str, int, dict[str, str]]:
         # A fragment request: htmx does not swap error responses; static/js/scroll-window.js
         # shows this row: Retry where asking again can succeed, else the way to the list's first
         # page (a Retry that asked for a stale cursor again could never work).
-        headers["Vary"] = ", ".join(htmx.VARY)
+        headers["Vary"] = htmx.VARY_HEADER
         first_page = None if kind.later else url_for("list_page.orders", **_same_list(err.code))
         return render_template("_error_row.html", error=err, first_page=first_page), err.status, headers
     page = render_template("error.html", error=err, title=kind.title, kind=kind)

@@ -18,6 +18,8 @@ from flask import Response, request
 # Every request header that changes the answer of a page that has a fragment form: a shared cache
 # must keep the full page and the fragment of one URL apart.
 VARY = ("HX-Request", "HX-Boosted", "HX-Request-Type", "HX-History-Restore-Request")
+# The Vary header werkzeug writes for them alone (HeaderSet.to_header: the names, ", " between).
+VARY_HEADER = ", ".join(VARY)
 
 
 class Kind(enum.Enum):
@@ -50,5 +52,9 @@ def wants_fragment(headers: Mapping[str, str] | None = None) -> bool:
 def vary(response: Response) -> Response:
     """An after_request hook for the HTML routes: their answers (a page, a fragment, an error row
     or an error page) differ by the htmx headers, and a shared cache must keep them apart."""
+    if "Vary" not in response.headers:
+        # The usual case, one header set: werkzeug's .vary parses a header set and writes it back.
+        response.headers["Vary"] = VARY_HEADER
+        return response
     response.vary.update(VARY)  # one update: each .vary.add() parsed and rewrote the header again
     return response
