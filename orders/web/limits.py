@@ -22,6 +22,7 @@ from flask import Flask, current_app, request
 from flask.typing import ResponseReturnValue
 from flask_limiter import ApplicationLimit, Limiter, RateLimitExceeded
 from flask_limiter._limits import RuntimeLimit  # what ApplicationLimit yields: typing only
+from flask_limiter._manager import LimitManager
 from flask_limiter.util import get_remote_address
 from limits.storage import MemoryStorage
 
@@ -78,6 +79,61 @@ class _ParsedOnce(ApplicationLimit):
         return iter(made)
 
 
+class _KeptScopes(LimitManager):
+    """Flask-Limiter's limit manager with what routes and blueprints declared read once.
+
+    On every request Flask-Limiter worked out the route's exemption scope twice and its
+    blueprint's limits once (the blueprint's and its ancestors' exemptions, sets and flag
+    arithmetic each time: a fifth of the limiter's time in a fragment's profile), though they
+    change only when a route or blueprint is declared exempt or limited. Here the scope is kept
+    per (endpoint, blueprint) until such a declaration, and a blueprint's limits, when no
+    blueprint declared any, are none without the walk. What a request is limited by is the same
+    (the budgets themselves are still read per request, _ParsedOnce)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._scopes: dict[tuple[str | None, str | None], Any] = {}
+
+    @classmethod
+    def replacing(cls, made: LimitManager) -> _KeptScopes:
+        """The same manager (its declarations, the same objects) as a _KeptScopes."""
+        kept = cls(
+            made._application_limits,
+            made._default_limits,
+            made._decorated_limits,
+            made._blueprint_limits,
+            made._route_exemptions,
+            made._blueprint_exemptions,
+        )
+        kept._endpoint_hints = made._endpoint_hints
+        return kept
+
+    def exemption_scope(self, app: Flask, endpoint: str | None, blueprint: str | None) -> Any:
+        key = (endpoint, blueprint)
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = self._scopes[key] = super().exemption_scope(app, endpoint, blueprint)
+        return scope
+
+    def blueprint_limits(self, app: Flask, blueprint: str) -> list[RuntimeLimit]:
+        if not self._blueprint_limits:  # no blueprint declared a limit: there are none to find
+            return []
+        return super().blueprint_limits(app, blueprint)
+
+    def add_route_exemption(self, route: str, scope: Any) -> None:
+        super().add_route_exemption(route, scope)
+        self._scopes.clear()
+
+    def add_blueprint_exemption(self, blueprint: str, scope: Any) -> None:
+        super().add_blueprint_exemption(blueprint, scope)
+        self._scopes.clear()
+
+
+# Loudly, at import, if a new Flask-Limiter release changed what _KeptScopes builds on.
+if not all(hasattr(LimitManager, n) for n in ("exemption_scope", "blueprint_limits", "add_route_exemption")):
+    raise ImportError("flask_limiter's LimitManager changed: revisit orders/web/limits.py _KeptScopes")
+
+
 def _storage_options(app: Flask) -> dict[str, Any]:
     """redis-py's socket timeouts, so a hung Redis (kill -STOP, a partition) is a refused one:
     without them a request waits on it without limit. Nothing for memory://."""
@@ -122,6 +178,7 @@ class _FallbackForEveryThread(Limiter):
         self._storage_shown = masked(storage)
         super().__init__(*args, **kwargs)
         self.logger = _WithoutSwitchLines(self.logger)  # type: ignore[assignment]  # same methods
+        self.limit_manager = _KeptScopes.replacing(self.limit_manager)
 
     @property
     def _storage_dead(self) -> bool:
