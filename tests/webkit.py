@@ -354,13 +354,7 @@ class Locator:
             " if (r0.top < 0 || r0.bottom > innerHeight) e.scrollIntoView({block: 'center'});"
             " const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2];"
         )
-        steps = [
-            {"type": "pointerMove", "x": int(x), "y": int(y), "origin": "viewport"},
-            {"type": "pointerDown", "button": 0},
-            {"type": "pointerUp", "button": 0},
-        ]
-        action = {"type": "pointer", "id": f"mouse{next(_ids)}", "parameters": {"pointerType": "mouse"}}
-        self.page._call("POST", "/actions", {"actions": [{**action, "actions": steps}]})
+        self.page.mouse.click(x, y)
 
     def fill(self, text: str) -> None:
         element = next(iter(self._one().values()))
