@@ -71,7 +71,8 @@ test-quick: $(VENV)/.dev
 	$(PYTEST) --quick -n $(QUICK_WORKERS) -q -p no:cacheprovider --durations=5 $(PYTEST_ARGS)
 
 ## test-browser: every browser test (tests/test_browser*.py); BASE_URL=http://host:port [API_TOKEN=...]
-## runs them against a deployment, each either there or skipped with its reason in one line.
+## runs them against a deployment, each either there or skipped with its reason in one line
+## (-rsfE: the summary names each failure and error too, last, where a log's tail shows it).
 ## BROWSER_TEST_TIMEOUT bounds each test (seconds): a stall fails with its stack and trace.
 ## Against a deployment: Chromium alone (what differs between engines is the front's, tested in all
 ## three locally; the deployment's server is what is under test there), on two workers.
@@ -80,7 +81,7 @@ DEPLOYMENT_ARGS = $(if $(BASE_URL),--browser chromium -n $(QUICK_WORKERS))
 test-browser: $(VENV)/.dev
 	scripts/ensure-browsers
 	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi
-	$(PYTEST) tests/test_browser*.py -rs --timeout $(BROWSER_TEST_TIMEOUT) $(DEPLOYMENT_ARGS) \
+	$(PYTEST) tests/test_browser*.py -rsfE --timeout $(BROWSER_TEST_TIMEOUT) $(DEPLOYMENT_ARGS) \
 		--tracing retain-on-failure --screenshot only-on-failure --output test-results $(PYTEST_ARGS)
 
 ## hunt: the Hypothesis tests (those importing tests/hunt.py) with HUNT times their examples (10
