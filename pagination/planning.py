@@ -134,28 +134,25 @@ class _Remembered:
 PLANS = _Remembered(_MAX_PLANS)
 
 
-def shape(stmt: Select[Any], sort: Keyset) -> tuple[Any, ...] | None:
-    """The shape of `stmt` paged by `sort`: equal for statements that differ only in the values
-    of their WHERE and HAVING (a filter made anew per request); None where SQLAlchemy cannot key
-    the statement (an element without a cache key): it is then analysed per call.
+def shape(stmt: Select[Any], sort: Keyset) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
+    """The shape of `stmt` paged by `sort`, and its bound values exactly, from one walk.
 
-    SQLAlchemy's cache key, taken over the statement and the sort's terms in one pass, so an
-    anonymous alias in both is the same alias. A cache key leaves every bound value out, but
-    the analysis reads some: whether a value is NULL (``coalesce(x, :v)``), which constant a
-    UNION ALL branch selects. Those outside the WHERE and HAVING stay in the shape; the sort
-    itself by identity (a plan holds its terms, and a refusal names it)."""
-    return _keyed(stmt, sort)[0]
+    The shape: equal for statements that differ only in the values of their WHERE and HAVING (a
+    filter made anew per request); None where SQLAlchemy cannot key the statement (an element
+    without a cache key): it is then analysed per call. SQLAlchemy's cache key, taken over the
+    statement and the sort's terms in one pass, so an anonymous alias in both is the same alias.
+    A cache key leaves every bound value out, but the analysis reads some: whether a value is
+    NULL (``coalesce(x, :v)``), which constant a UNION ALL branch selects. Those outside the
+    WHERE and HAVING stay in the shape; the sort itself by identity (a plan holds its terms, and
+    a refusal names it).
 
-
-def _keyed(stmt: Select[Any], sort: Keyset) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
-    """`shape()`, and the statement's bound values exactly (None when there is no such key), from
-    the same walk: within one shape, statements with the same exact values are the same
-    statement, so a read built for one may run for the other (Plan.statement's `exact`).
-
-    Exactly: each value's type, the value and its repr(), so values equal to Python but not to
-    the database (Decimal("1.0") and Decimal("1.00"), the same instant in two time zones) are
-    told apart. None (built per call) for a value computed at execution (a bind's callable), an
-    unhashable one (a list), or a statement with execution options (not in SQLAlchemy's key)."""
+    The exact values (None when there is no such key): within one shape, statements with the
+    same exact values are the same statement, so a read built for one may run for the other
+    (Plan.statement's `exact`). Exactly: each value's type, the value and its repr(), so values
+    equal to Python but not to the database (Decimal("1.0") and Decimal("1.00"), the same
+    instant in two time zones) are told apart. None (built per call) for a value computed at
+    execution (a bind's callable), an unhashable one (a list), or a statement with execution
+    options (not in SQLAlchemy's key)."""
     anon = anon_map()
     bound: list[BindParameter[Any]] = []
     key = stmt._gen_cache_key(anon, bound)
@@ -193,14 +190,14 @@ def plan(stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekF
 def planned(
     stmt: Any, sort: Keyset, dialect: Any, *, plain_rows: bool, seek: SeekForm | None = None
 ) -> tuple[Plan, tuple[Any, ...] | None]:
-    """`plan()`, and the statement's exact bound values (`_keyed`): the key under which the
+    """`plan()`, and the statement's exact bound values (`shape()`): the key under which the
     plan keeps the reads it built for this statement (Plan.statement's `exact`)."""
     if not isinstance(stmt, Select):
         raise refuse(stmt, dialect, not_a_select(stmt))
     form = seek or "auto"
     if form not in SEEK_FORMS:
         raise KeysetError(f'seek must be "auto" or "bounded", not {form!r}')
-    found, exact = _keyed(stmt, sort)
+    found, exact = shape(stmt, sort)
     key = None if found is None else (dialect.name, plain_rows, form, *found)
     verdict = PLANS.get(key, sort) if key is not None else None
     if verdict is None:

@@ -327,8 +327,8 @@ class Plan:
         exact: tuple[Any, ...] | None = None,
     ) -> tuple[Select[Any], dict[str, Any]]:
         """The statement of one read, key values left as parameters, and those parameters (`_reads`)."""
-        shaped = keys is not None and (tuple(v is None for v in keys), self.kinds(keys))
-        kept = exact is not None and (exact, read, limit, backward, flag_keys_row, shaped)
+        nulls = exact is not None and keys is not None and (tuple(v is None for v in keys), self.kinds(keys))
+        kept = exact is not None and (exact, read, limit, backward, flag_keys_row, nulls)
         if kept and (found := self._reads.get(kept)) is not None:
             return found, {} if keys is None else self.bind(keys)
         page = self.restrict(self.keyed(stmt), read, keys, backward=backward)
