@@ -45,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="make test-quick: only the tests that need no browser, no database server and no "
         "cluster (SQLite and unit tests; see QUICK_LEAVES_OUT)",
     )
+    parser.addoption(
+        "--share",
+        default="1/1",
+        help="K/N: of each browser module's tests (in file order), the 1st, (N+1)th, ... counted "
+        "from the Kth: one of N shares, as tests/test_browser_deployment.py runs them",
+    )
 
 
 # --quick (make test-quick, a developer's loop on every change) leaves out, beyond every test
@@ -112,7 +118,7 @@ def _quick_leaves_out(item: pytest.Item, cases_seen: set[str]) -> bool:
 _SEED = pytest.StashKey[int]()
 
 
-def _module_seed(config: pytest.Config) -> int | None:
+def module_seed(config: pytest.Config) -> int | None:
     choice = str(config.getoption("--module-order"))
     if choice == "file":
         return None
@@ -130,14 +136,14 @@ def _module_seed(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist, in the controller, per worker: the module order's seed (see _module_seed)."""
-    seed = _module_seed(node.config)
+    """pytest-xdist, in the controller, per worker: the module order's seed (see module_seed)."""
+    seed = module_seed(node.config)
     if seed is not None:
         node.workerinput["module_seed"] = seed
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    seed = _module_seed(config)
+    seed = module_seed(config)
     return (
         None if seed is None else f"module order: random, seed {seed} (again: --module-order=random:{seed})"
     )
@@ -150,15 +156,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     left something behind fails in some order, and the seed replays that order."""
     if config.getoption("--quick"):
         cases_seen: set[str] = set()
-        kept = {id(item) for item in items if not _quick_leaves_out(item, cases_seen)}
-        left_out = [item for item in items if id(item) not in kept]
-        if left_out:
-            config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item in items if id(item) in kept]
+        _deselect(config, items, [item for item in items if _quick_leaves_out(item, cases_seen)])
     _in_its_engines(config, items)
     if REMOTE_URL:
         _once_against_a_deployment(config, items)
-    seed = _module_seed(config)
+    _in_the_share(config, items)
+    seed = module_seed(config)
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -198,10 +201,7 @@ def _in_its_engines(config: pytest.Config, items: list[pytest.Item]) -> None:
             and _engine_of(item.nodeid) not in ("", "sqlite")
         )
     ]
-    if left_out:
-        config.hook.pytest_deselected(items=left_out)
-        dropped = {id(item) for item in left_out}
-        items[:] = [item for item in items if id(item) not in dropped]
+    _deselect(config, items, left_out)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -214,7 +214,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         started = getattr(terminalreporter, "_session_start", None)
         seconds = time.time() - (started.time if started is not None else time.time())
         engines = list(terminalreporter.config.option.browser)
-        run = deployment_run.record(terminalreporter.stats, seconds, REMOTE_URL, engines)
+        share = str(terminalreporter.config.getoption("--share"))
+        run = deployment_run.record(terminalreporter.stats, seconds, REMOTE_URL, engines, share)
         deployment_run.RESULTS.parent.mkdir(exist_ok=True)
         deployment_run.RESULTS.write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n")
     counts: dict[str, dict[str, int]] = {}
@@ -281,10 +282,41 @@ def _once_against_a_deployment(config: pytest.Config, items: list[pytest.Item]) 
         if once in seen:
             left_out.append(item)
         seen.add(once)
+    _deselect(config, items, left_out)
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], left_out: list[pytest.Item]) -> None:
+    """Takes `left_out` from the run, reported as deselected."""
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         dropped = {id(item) for item in left_out}
         items[:] = [item for item in items if id(item) not in dropped]
+
+
+def share_of(option: str) -> tuple[int, int]:
+    """`--share K/N` as (K, N), 1 <= K <= N."""
+    k, _, n = option.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise pytest.UsageError(f"--share={option}: K/N with 1 <= K <= N, such as 2/3")
+    return int(k), int(n)
+
+
+def _in_the_share(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--share K/N`: of each browser module's tests (in file order), the Kth, the (K+N)th, ...;
+    the other tests (no browser) all. Every test is in exactly one of the N shares."""
+    k, n = share_of(str(config.getoption("--share")))
+    if n == 1:
+        return
+    seen: dict[str, int] = {}
+    left_out = []
+    for item in items:
+        if not item.get_closest_marker("browser"):
+            continue
+        module = item.nodeid.split("::")[0]
+        index = seen[module] = seen.get(module, -1) + 1
+        if index % n != k - 1:
+            left_out.append(item)
+    _deselect(config, items, left_out)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)

@@ -29,9 +29,12 @@ END = "<!-- /deployment-run -->"
 OUTCOMES = ("passed", "skipped", "failed", "xfailed", "error")
 
 
-def record(stats: dict[str, list[Any]], seconds: float, url: str, engines: list[str]) -> dict[str, Any]:
+def record(
+    stats: dict[str, list[Any]], seconds: float, url: str, engines: list[str], share: str
+) -> dict[str, Any]:
     """A run's outcome from pytest's terminal stats (call phase; a skip or error in any phase),
-    with the deployment's reader settings (/healthz/settings) it ran against."""
+    with the deployment's reader settings (/healthz/settings) it ran against and which share of
+    the tests it ran (`--share`: "1/1", all of them)."""
     with urllib.request.urlopen(f"{url}/healthz/settings", timeout=10) as answer:
         settings = json.load(answer)
     counts = dict.fromkeys(OUTCOMES, 0)
@@ -49,6 +52,7 @@ def record(stats: dict[str, list[Any]], seconds: float, url: str, engines: list[
     return {
         "date": dt.date.today().isoformat(),
         "engines": engines,
+        "share": share,
         "settings": settings,
         "counts": counts,
         "total": sum(counts.values()),
@@ -85,6 +89,9 @@ def block(markdown: str) -> str:
 
 def main() -> int:
     run = json.loads(RESULTS.read_text())
+    if run.get("share", "1/1") != "1/1":
+        print(f"{RESULTS} is of a run of share {run['share']}, not of every test: not kept", file=sys.stderr)
+        return 1
     RECORD.write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n")
     text = DOC.read_text()
     DOC.write_text(text.replace(block(text), render(run)))

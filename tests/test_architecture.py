@@ -358,16 +358,37 @@ def test_a_patroni_lanes_modules_run_whole() -> None:
         "test_replica_unavailable.py",
         "test_prometheus_cluster.py",
     ]
+    listed = _collected("--module-order=random:1", *(f"tests/{name}" for name in lanes))
+    modules = [line.split("::")[0] for line in listed]
+    runs = [module for i, module in enumerate(modules) if i == 0 or modules[i - 1] != module]
+    assert len(modules) > len(lanes) and sorted(runs) == sorted(set(modules)), runs
+
+
+def _collected(*args: str) -> list[str]:
+    """The node ids pytest collects with `args`, in one process, without the plugins and assertion
+    rewriting a collection does not need."""
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "--assert=plain", "-p", "no:schemathesis", "-p", "no:anyio", "-p", "no:hypothesispytest",
-         "--module-order=random:1", *(f"tests/{name}" for name in lanes)],
+         "--assert=plain", "-p", "no:schemathesis", "-p", "no:anyio", "-p", "no:hypothesispytest", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
         env={k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},  # one process, as listed
     ).stdout  # fmt: skip
-    modules = [line.split("::")[0] for line in listed.splitlines() if "::" in line]
-    runs = [module for i, module in enumerate(modules) if i == 0 or modules[i - 1] != module]
-    assert len(modules) > len(lanes) and sorted(runs) == sorted(set(modules)), runs
+    return [line for line in listed.splitlines() if "::" in line]
+
+
+def test_the_shares_of_the_browser_tests_hold_each_once() -> None:
+    """`--share K/N` (tests/test_browser_deployment.py runs one share a run): every browser test is
+    in exactly one of the N shares, each share holds some of every module, and a test that is not
+    a browser test is in every share."""
+    modules = ["tests/test_browser_layout.py", "tests/test_browser_push.py", "tests/test_architecture.py"]
+    whole = _collected("--browser", "chromium", *modules)
+    shares = [_collected("--browser", "chromium", f"--share={k}/3", *modules) for k in (1, 2, 3)]
+    browser = [node for node in whole if node.startswith("tests/test_browser")]
+    assert sorted(node for share in shares for node in share if node in browser) == sorted(browser)
+    others = [node for node in whole if node not in browser]
+    for share in shares:
+        assert {node.split("::")[0] for node in share} == set(modules), share
+        assert [node for node in share if node not in browser] == others
 
 
 # --- The library's one door, and modules a reader can hold ----------------------------------

@@ -41,11 +41,15 @@ def scroll_to_end(page: Page, max_steps: int = 2000) -> None:
 
 @EVERY_ENGINE
 @ROWS_MOVING
-def test_scroll_everything_while_others_insert_and_delete(live, page: Page):
+def test_scroll_everything_while_others_insert_and_delete(live, page: Page, browser_name):
     # The whole list scrolled without clicks, every row kept to be read at the end: its own.
-    initial = given(live, 2400, AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=0) or []
+    # 2,400 orders in Chromium (on SQLite and PostgreSQL), 1,200 in Firefox and WebKit: what they
+    # do differently (scroll anchoring, fractional rows) shows in every page, and the half saves
+    # 27 CPU s a run of the suite.
+    size = 2400 if browser_name == "chromium" else 1200
+    initial = given(live, size, AUTO_PAGES=10_000, MAX_ROWS_IN_PAGE=0) or []
     engine = engine_of(live)
-    oldest = BASE - dt.timedelta(minutes=2400 // 3)
+    oldest = BASE - dt.timedelta(minutes=size // 3)
     rng = random.Random(1)
     deleted: set[int] = set()
     tail_inserts: list[int] = []  # older than everything: still ahead of the reader when written
@@ -57,7 +61,8 @@ def test_scroll_everything_while_others_insert_and_delete(live, page: Page):
         while not stop.is_set():
             n += 1
             newer = (BASE + dt.timedelta(minutes=1), "Newer than the top", Decimal("1.00"), "paid")
-            inside = (BASE - dt.timedelta(minutes=rng.randint(0, 800)), "Inside", Decimal("2.00"), "paid")
+            inside_at = BASE - dt.timedelta(minutes=rng.randint(0, size // 3))
+            inside = (inside_at, "Inside", Decimal("2.00"), "paid")
             tail = (oldest - dt.timedelta(minutes=n), "Tail", Decimal("3.00"), "paid")
             ids = add_orders(engine, [newer, inside, tail])
             other_inserts.extend(ids[:2])

@@ -1,9 +1,19 @@
 """QA against a deployment, end to end, as docs/testing.md tells a QA engineer: `make run`'s server
 from a clean copy of the checkout (the tracked files only, no instance/ or test-results/), seeded
 small (SEED_ROWS: 300k rows take 22 s alone and more beside the suite's other workers), and
-`make test-browser` aimed at it with BASE_URL. Every browser test either runs there or skips with
-its reason in one line; none fails, none stalls (BROWSER_TEST_TIMEOUT), and the run ends with
-pytest's summary line. (The skip bound is the default `make run`'s: docs/deployment-run.json.)
+`make test-browser` aimed at it with BASE_URL. Every browser test it runs either passes there or
+skips with its reason in one line; none fails, none stalls (BROWSER_TEST_TIMEOUT), and the run
+ends with pytest's summary line. (The skip bound is the default `make run`'s:
+docs/deployment-run.json, from the whole run.)
+
+One share of the browser tests a run, not all: each module's 1st, 4th, 7th, ... test, or its 2nd,
+5th, ..., or its 3rd, 6th, ... (`--share K/3`, tests/conftest.py), K from the module order's seed,
+so that consecutive runs go round the three and each test's deployment path is run every few
+runs. The whole set ran here for 379 s of a worker and 320 CPU s of its processes, the largest
+item of `make test` by far (a sixth of its CPU), each test a second time in Chromium against
+SQLite, which the local run covers already; a share keeps the end-to-end path (make run's
+start, the settings door, the writes through the API, every module's fixtures against a
+deployment) for a third of it. The seed replays the share (`--module-order=random:SEED`).
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ import pytest
 
 from devtools.gunicorn import free_port
 
+from .conftest import module_seed
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.timeout(900),  # past BOUND_S and the make run it starts first
@@ -35,6 +47,7 @@ SEED_ROWS = 3000  # enough for every deployment test (the go-to test reads the 3
 # promise is 5; docs/deployment-run.json records the standalone run); inside `make test` it
 # shares the cores with three other workers and took 300 s and more.
 BOUND_S = 780
+SHARES = 3
 
 
 def clean_copy(to: Path) -> None:
@@ -74,7 +87,9 @@ def stop(server: subprocess.Popen[bytes]) -> None:
             server.wait(timeout=15)
 
 
-def test_make_test_browser_against_make_runs_server(tmp_path: Path) -> None:
+def test_make_test_browser_against_make_runs_server(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    seed = module_seed(request.config)
+    share = f"{(seed or 0) % SHARES + 1}/{SHARES}"
     checkout = tmp_path / "checkout"
     clean_copy(checkout)
     port = free_port()
@@ -95,7 +110,7 @@ def test_make_test_browser_against_make_runs_server(tmp_path: Path) -> None:
         wait_healthy(url, server, bound_s=120)
         started = time.monotonic()
         run = subprocess.run(
-            ["make", "test-browser"],
+            ["make", "test-browser", f"PYTEST_ARGS=--share={share}"],
             cwd=checkout,
             env={**env, "BASE_URL": url},
             capture_output=True,
@@ -108,7 +123,7 @@ def test_make_test_browser_against_make_runs_server(tmp_path: Path) -> None:
         log.close()
     output = run.stdout + run.stderr
     summary = [line for line in output.splitlines() if re.match(r"^=+ .* in [\d.]+s", line)]
-    print(f"make test-browser against {url} (make run, {SEED_ROWS} rows): {took:.0f} s")
+    print(f"make test-browser, share {share}, against {url} (make run, {SEED_ROWS} rows): {took:.0f} s")
     print("\n".join(line for line in output.splitlines() if line.startswith("SKIPPED")))
     print(summary[-1] if summary else "(no summary)")
     assert summary, f"no summary line; the run's end:\n{output[-3000:]}"
