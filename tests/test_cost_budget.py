@@ -44,19 +44,20 @@ class Budget:
 # own commit with what it saved: the page's read kept per statement (pagination/statement.py);
 # the sort's terms' types kept (pagination/sort.py); the Vary header set in one step
 # (orders/web/htmx.py, HTML answers only); the rate limiter's exemption scopes kept
-# (orders/web/limits.py).
+# (orders/web/limits.py). Its second round: the rows' template without Jinja's loop object
+# (templates/_rows.html).
 BUDGETS: dict[tuple[str, str], Budget] = {
     ("fragment", "sqlite"): Budget(
         statements=1,
         round_trips=None,
-        calls=4_580,
+        calls=4_270,
         why="one SELECT of limit + 2 rows (the page, its neighbours' existence); calls: measured "
         "(lowered from 5,000 by issue 59's cuts, above)",
     ),
     ("fragment", "postgresql"): Budget(
         statements=1,
         round_trips=1,
-        calls=4_770,
+        calls=4_460,
         why="the one SELECT in autocommit at READ COMMITTED (db.open_read_session), unpinged "
         "(read_routing.PrimaryReads reads again on a dead connection); calls: measured "
         "(lowered from 5,200 by issue 59's cuts, above)",
