@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from sqlalchemy import Select
-from sqlalchemy.engine import IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.engine.row import Row
 
 from .values import to_cursor
 
@@ -18,9 +18,22 @@ def execute(executor: Any, stmt: Select[Any], params: dict[str, Any]) -> tuple[l
     result = executor.execute(stmt, params)
     # A joined eager load of a collection repeats its parent per child row: the ORM asks for
     # unique() to fold them back (LIMIT already counts parents: the ORM nests it).
-    if getattr(getattr(result, "context", None), "loaders_require_uniquing", False):
+    context = getattr(result, "context", None)
+    if getattr(context, "loaders_require_uniquing", False):
         result = result.unique()
-    return result.all(), result._metadata
+    return result.all(), (result._metadata, _origin(result._metadata, context))
+
+
+def _origin(metadata: Any, context: Any) -> tuple[Any, ...]:
+    """What a result's metadata is made from, to keep what is worked out of it (`_first_columns_of`):
+    a statement run from SQLAlchemy's compiled cache gets the compiled form's metadata, adapted
+    to the statement run when another object was compiled (a new object each time, made from
+    those two alone); any other result, its own metadata."""
+    compiled = getattr(context, "compiled", None)
+    cached = getattr(compiled, "_cached_metadata", None)
+    if cached is None or context.execution_options.get("driver_column_names"):
+        return (metadata,)
+    return (cached, context.invoked_statement)
 
 
 class Rows:
@@ -29,7 +42,8 @@ class Rows:
 
     def __init__(self, rows: list[Any], n_items: int, keyed: tuple[tuple[Any, int], ...], metadata: Any):
         """`n_items`: the caller's columns in a row; `keyed`: per sort term, its type and where
-        its key value is in a row (the plan's layout, statement.py)."""
+        its key value is in a row (the plan's layout, statement.py); `metadata`: execute()'s, the
+        rows' result metadata and what it was made from."""
         self.rows, self._n, self._keyed, self._metadata = rows, n_items, keyed, metadata
 
     def __len__(self) -> int:
@@ -44,12 +58,37 @@ class Rows:
         if all(len(row) == n for row in self.rows):
             return list(self.rows)
         # Several columns: Rows as the unpaged statement gives them, without what paging
-        # appended (key columns, the cursor-row flag), cut by position.
-        return list(IteratorResult(_first_columns(self._metadata, n), (row[:n] for row in self.rows)).all())
+        # appended (key columns, the cursor-row flag), cut by position. Made as SQLAlchemy's
+        # results make theirs (Row(metadata, processors, key_to_index, values); the values are
+        # already converted), on metadata worked out once per statement's result metadata.
+        metadata, origin = self._metadata
+        first = _first_columns_of(metadata, origin, n)
+        key_to_index = first._key_to_index
+        return [Row(first, None, key_to_index, row[:n]) for row in self.rows]
 
     def keys(self, index: int) -> tuple[Any, ...]:
         row = self.rows[index]
         return tuple(to_cursor(type_, row[i]) for type_, i in self._keyed)
+
+
+# A statement run again (a kept read, its compiled form cached) gives the same metadata, or one
+# made from the same two objects (`_origin`): its first columns' metadata is kept by them, at most
+# _KEPT, the objects held so that their ids stay their own. Made afresh per page, with the rows
+# put through a Result, this was a tenth of a deep page's read.
+_KEPT = 256
+_first: dict[tuple[Any, ...], tuple[tuple[Any, ...], SimpleResultMetaData]] = {}
+
+
+def _first_columns_of(metadata: Any, origin: tuple[Any, ...], n: int) -> SimpleResultMetaData:
+    key = (*map(id, origin), n)
+    kept = _first.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], origin, strict=True)):
+        return kept[1]
+    made = _first_columns(metadata, n)
+    if len(_first) >= _KEPT:
+        _first.clear()
+    _first[key] = (origin, made)
+    return made
 
 
 def _first_columns(metadata: Any, n: int) -> SimpleResultMetaData:
