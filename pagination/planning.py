@@ -12,6 +12,7 @@ unpaged query on the engine it runs on; the Plan compares it with the NULLs on t
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -152,7 +153,25 @@ def shape(stmt: Select[Any], sort: Keyset) -> tuple[tuple[Any, ...] | None, tupl
     equal to Python but not to the database (Decimal("1.0") and Decimal("1.00"), the same
     instant in two time zones) are told apart. None (built per call) for a value computed at
     execution (a bind's callable), an unhashable one (a list), or a statement with execution
-    options (not in SQLAlchemy's key)."""
+    options (not in SQLAlchemy's key).
+
+    Kept per statement object and sort when its values are exact (a statement the caller builds
+    once and pages again, as SQLAlchemy keeps its own cache key on it: statements are immutable);
+    a statement with a value computed at execution, or unhashable, is walked on every call."""
+    kept = _SHAPES.get(stmt)
+    if kept is not None and kept[0] is sort:
+        return kept[1]
+    found = _shape(stmt, sort)
+    if found[1] is not None:
+        _SHAPES[stmt] = (sort, found)
+    return found
+
+
+_Shape = tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]
+_SHAPES: weakref.WeakKeyDictionary[Any, tuple[Keyset, _Shape]] = weakref.WeakKeyDictionary()
+
+
+def _shape(stmt: Select[Any], sort: Keyset) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
     anon = anon_map()
     bound: list[BindParameter[Any]] = []
     key = stmt._gen_cache_key(anon, bound)

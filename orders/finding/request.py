@@ -69,6 +69,10 @@ def with_status_index_hint(stmt: Select[Any]) -> Select[Any]:
     return stmt.with_hint(Order, hint, dialect_name="mysql").with_hint(Order, hint, dialect_name="mariadb")
 
 
+# ListRequest.statement()'s page statements without a search, by status and index hint.
+_PAGE_STATEMENTS: dict[tuple[str | None, bool], Select[Any]] = {}
+
+
 class _NoCodec(CursorCodec):
     """The codec of a ListRequest built without one: any cursor it would seal or open is a
     TypeError that says how to build it."""
@@ -191,6 +195,11 @@ class ListRequest:
         # Plain rows of the table's columns, not ORM objects: a page only reads them, and
         # loading an identity-mapped object per row was a tenth of a fragment's time. Rows keep
         # attribute access (row.id, row.created_at, ...), so templates and JSON read them alike.
+        # A page's statement without a search is one of a few (by status and index hint): built
+        # once and kept, so the library's analysis of it (its shape) is kept with it.
+        kept = None if columns or self.search is not None else (self.status, self.choice.status_index)
+        if kept is not None and (found := _PAGE_STATEMENTS.get(kept)) is not None:
+            return found
         stmt = select(*columns) if columns else select(Order.__table__)
         if self.status is not None:
             stmt = stmt.where(Order.status == self.status)
@@ -198,6 +207,8 @@ class ListRequest:
                 stmt = with_status_index_hint(stmt)
         if self.search is not None:
             stmt = self.search.where(stmt, sharded=self.sharded)
+        if kept is not None and (self.status is None or self.status in STATUSES):
+            _PAGE_STATEMENTS[kept] = stmt
         return stmt
 
     def position_at(self, row: Any) -> Position:
