@@ -296,28 +296,52 @@ function planDrops(movingUp, incoming) {
   return { up: true, from: groups[i + 1][0], keep: last, url: last.dataset.after };
 }
 
-// Writes only: one range removed, one sentinel put in its place.
+// A sentinel already at that end that has not fired (htmx processed it, it waits for its
+// trigger): it can load the dropped rows instead of a new one. htmx reads `hx-get` when the trigger
+// fires, so a new URL is all it needs; its observer goes on watching it.
+function waiting(row) {
+  return !!row && row.classList.contains("sentinel") && !row.classList.contains("paused") && !!row._htmx &&
+    row.hasAttribute("hx-get") && !loads.has(row) && !requesting.has(row);
+}
+function pointAt(row, url) {
+  row.setAttribute("hx-get", url);
+  row.querySelector("a").setAttribute("href", url);
+}
+
+// Writes only: one range removed, one sentinel in its place: the one already at that end, given
+// the dropped rows' URL (no new element for htmx to process and observe), else a new one.
 function applyDrops(plan) {
-  var range = document.createRange(), row;
+  var range = document.createRange(), row = null;
   if (!plan.up) {
     var less = document.getElementById("less");  // above the rows, when there is one
     var withLess = less && less.compareDocumentPosition(plan.from) & Node.DOCUMENT_POSITION_FOLLOWING;
-    if (withLess) release(less);
-    range.setStartBefore(withLess ? less : plan.from);
+    var keepLess = withLess && waiting(less) && less.nextElementSibling === plan.from;
+    if (withLess && !keepLess) release(less);
+    range.setStartBefore(withLess && !keepLess ? less : plan.from);
     range.setEndAfter(plan.to);
     range.deleteContents();
-    row = sentinel(true, plan.url);
-    body().insertBefore(row, plan.keep);
+    if (keepLess) {
+      pointAt(less, plan.url);
+    } else {
+      row = sentinel(true, plan.url);
+      body().insertBefore(row, plan.keep);
+    }
   } else {
-    var more = document.getElementById("more");
-    if (more) release(more);
+    var more = document.getElementById("more"), last = body().lastElementChild;
+    var keepMore = !!more && more === last && waiting(more);
+    if (more && !keepMore) release(more);
     range.setStartBefore(plan.from);
-    range.setEndAfter(body().lastChild);  // with #more or #end-of-list
+    if (keepMore) range.setEndBefore(more);
+    else range.setEndAfter(body().lastChild);  // with #more or #end-of-list
     range.deleteContents();
-    row = sentinel(false, plan.url);
-    body().appendChild(row);
+    if (keepMore) {
+      pointAt(more, plan.url);
+    } else {
+      row = sentinel(false, plan.url);
+      body().appendChild(row);
+    }
   }
-  htmx.process(row);
+  if (row) htmx.process(row);
 }
 
 // The reader's place across writes that can move it: rows put in or taken out above the first
