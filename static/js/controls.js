@@ -286,8 +286,9 @@ function showPosition(row) {
   if (shown === "day" && time) text = "around " + dayFormat.format(new Date(time.getAttribute("datetime")));
   else if (shown === "initial" && cell) text = "at " + initial(cell.textContent) + "…";
   else if (cell) text = "at " + cell.textContent.trim();
-  position.textContent = text;
-  position.hidden = !text;
+  // Unchanged (a day's rows, page after page): not written, so the bar is not laid out again.
+  if (position.textContent !== text) position.textContent = text;
+  if (position.hidden !== !text) position.hidden = !text;
 }
 document.addEventListener("orders:place", function (evt) { showPosition(evt.detail.row); });
 document.addEventListener("orders:opened", function (evt) { showPosition(evt.detail.row); });

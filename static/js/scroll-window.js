@@ -162,7 +162,7 @@ window.addEventListener("scroll", function () {
 }, { passive: true });
 // Leaving (a click on a link or button, a reload): the address must name the place now, not in
 // up to PLACE_MS; Back comes back to it (there is no snapshot: it is the only record of the place).
-function flushPlace() { clearTimeout(placeTimer); placeTimer = null; rememberPlace(); }
+function flushPlace() { clearTimeout(placeTimer); placeTimer = null; rememberPlace(); saveRowTops(); }
 document.addEventListener("click", function (evt) {
   if (evt.target.closest && evt.target.closest("a[href], button") && table()) flushPlace();
 }, true);
@@ -211,6 +211,10 @@ function readRowTops() {
   if (rowTops === null) rowTops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
   return rowTops;
 }
+// Kept here with every change of the address; written to sessionStorage only when this document
+// may be left (flushPlace: a click on a link or button, pagehide), not 4-5 times a second while
+// the reader scrolls: this document reads its own copy, the next one (a reload) the stored one.
+var rowTopsChanged = false;
 function keepRowTop(top) {
   var px = Math.round(Math.min(0, top - inset())), url = here();
   try {
@@ -219,8 +223,13 @@ function keepRowTop(top) {
     delete tops[url];
     tops[url] = px;  // the latest last
     Object.keys(tops).slice(0, -20).forEach(function (old) { delete tops[old]; });
-    sessionStorage.setItem(ROW_TOPS, JSON.stringify(tops));
+    rowTopsChanged = true;
   } catch (e) { /* no sessionStorage: the row lands at the list's top, as without it */ }
+}
+function saveRowTops() {
+  if (!rowTopsChanged) return;
+  rowTopsChanged = false;
+  try { sessionStorage.setItem(ROW_TOPS, JSON.stringify(rowTops)); } catch (e) { /* as above */ }
 }
 function keptRowTop() {
   try {
