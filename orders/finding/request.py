@@ -196,8 +196,11 @@ class ListRequest:
         # loading an identity-mapped object per row was a tenth of a fragment's time. Rows keep
         # attribute access (row.id, row.created_at, ...), so templates and JSON read them alike.
         # A page's statement without a search is one of a few (by status and index hint): built
-        # once and kept, so the library's analysis of it (its shape) is kept with it.
-        kept = None if columns or self.search is not None else (self.status, self.choice.status_index)
+        # once and kept, so the library's analysis of it (its shape) is kept with it. (A status
+        # outside STATUSES, possible only for a ListRequest made directly, is not kept: the kept
+        # statements stay a few.)
+        keepable = not columns and self.search is None and (self.status is None or self.status in STATUSES)
+        kept = (self.status, self.choice.status_index) if keepable else None
         if kept is not None and (found := _PAGE_STATEMENTS.get(kept)) is not None:
             return found
         stmt = select(*columns) if columns else select(Order.__table__)
@@ -207,7 +210,7 @@ class ListRequest:
                 stmt = with_status_index_hint(stmt)
         if self.search is not None:
             stmt = self.search.where(stmt, sharded=self.sharded)
-        if kept is not None and (self.status is None or self.status in STATUSES):
+        if kept is not None:
             _PAGE_STATEMENTS[kept] = stmt
         return stmt
 
