@@ -53,7 +53,7 @@ from orders.data.db import make_engine
 from pagination import CursorCodec
 
 from .common import SECRET, Target, cursor_for, keys_before, log
-from .floor_app import FLOOR_NAMES, FLOOR_PATH
+from .floor_app import FLOOR_NAMES, FLOOR_PATH, STACK_PAGE, page_path
 
 HX = {"HX-Request": "true"}
 # Each request on a connection of its own: the free worker takes it (see the module docstring).
@@ -177,6 +177,9 @@ def endpoints(target: Target, codec: CursorCodec) -> tuple[list[dict[str, Any]],
         {"name": "/healthz", "path": "/healthz", "headers": {}, "depth": None},
         {"name": "/static/app.css", "path": "/static/app.css", "headers": {}, "depth": None},
         {"name": TRIVIAL, "path": FLOOR_PATH, "headers": {}, "depth": None, "floor": True},
+        # The stack's own page of the deep fragment's rows (bench/floor_app.py): what the app's
+        # own work adds to its stack is the deep fragment's share of it.
+        {"name": STACK_PAGE, "path": page_path(keys), "headers": {}, "depth": None, "floor": True},
     ]
     return points, {"depth": depth, "expected_first_id": expected_first_id}
 
