@@ -389,6 +389,22 @@ def test_go_to_refuses_what_it_would_have_to_guess_and_says_why(client, engine, 
         assert "zone" not in str(answer) and "groups of three" not in str(answer), (fine, answer)
 
 
+def test_an_amount_nothing_is_at_is_named_as_it_was_read(client, engine):
+    """ "12.345" is 12,345.00 (a separator before three digits groups thousands): the 400 named the
+    text alone ("no order at 12.345"), which read as false beside the 12.34 and 12.35 rows a reader
+    had just seen. It names the amount understood, the text typed beside it where they differ."""
+    client.post("/api/orders", json={"customer": "Ana", "amount": "12.34"})
+    said = {}
+    for typed in ("12.345", "1.234,50", "99999", "99,999.00"):
+        response = client.get("/api/orders", query_string={"sort": "amount", "to": typed})
+        assert response.status_code == 400, typed
+        said[typed] = response.get_json()["error"]["message"]
+    assert said["12.345"].startswith("no order at 12,345.00 (typed '12.345') in this list"), said
+    assert said["1.234,50"].startswith("no order at 1,234.50 (typed '1.234,50')"), said
+    assert said["99999"].startswith("no order at 99,999.00 in this list"), said
+    assert said["99,999.00"].startswith("no order at 99,999.00 in this list"), said
+
+
 @pytest.mark.parametrize("sort", ["newest", "oldest"])
 def test_an_orders_created_at_from_the_api_goes_to_its_time_in_every_reader(client, engine, sort):
     """A client passes back the time the API gave it (`2026-03-11T10:20:00.000000Z`) as `to`: the

@@ -207,13 +207,30 @@ def nothing_past(choice: SortChoice, goto: Goto) -> str:
     before = choice.sort.columns[0].descending
     where = "of" if choice.goto == "amount" else "on or before" if before else "on or after"
     tail = " or less" if choice.goto == "amount" else ""
-    return f"no order {where} {goto.text[:40]}{tail} in this list: nothing moved"
+    return f"no order {where} {_typed(choice, goto)}{tail} in this list: nothing moved"
 
 
 def nothing_at(choice: SortChoice, goto: Goto, first: Any) -> str:
     """The value typed lies before the list's first row (`first`)."""
     shown = _shown(choice, goto, first)
-    return f"no order at {goto.text[:40]} in this list, which starts at {shown}: nothing moved"
+    return f"no order at {_typed(choice, goto)} in this list, which starts at {shown}: nothing moved"
+
+
+_PLAIN_AMOUNT = re.compile(r"[0-9]+(?:\.[0-9]{1,2})?")  # no separator read as a thousands one
+
+
+def _typed(choice: SortChoice, goto: Goto) -> str:
+    """The value typed as it was understood: an amount in the list's own form, with the text
+    typed beside it where they differ ("12.345" is 12,345.00: a separator before three digits
+    groups thousands, `amount`), so the answer never seems to deny a row that is there."""
+    text = goto.text.strip()[:40]
+    if choice.goto != "amount":
+        return text
+    understood = f"{goto.value:,.2f}"
+    said_alike = (
+        text in (understood, understood.removesuffix(".00")) or _PLAIN_AMOUNT.fullmatch(text) is not None
+    )
+    return understood if said_alike else f"{understood} (typed {text!r})"
 
 
 def covers(choice: SortChoice, goto: Goto, row: Any) -> bool:
