@@ -35,6 +35,9 @@ def post_raw(client, body: str):
     [
         "\u200b\u200b",  # zero-width spaces only
         "\u200d\ufeff\u2060",  # joiners and a BOM only
+        "\ue000",  # private use alone: shows only in a font made for it
+        "\uffff",  # a noncharacter
+        "Ana\ufdd0",  # a noncharacter within a name
         "\u3164",  # Hangul filler: a letter that shows nothing
         "\u2800",  # braille blank
         "\u0301",  # a combining accent on nothing
@@ -67,6 +70,11 @@ def test_names_are_stored_in_nfc(client) -> None:
         response = client.post("/api/orders", json={"customer": name, "amount": "1"})
         assert response.status_code == 201, name
         assert response.json["customer"] == unicodedata.normalize("NFC", name).strip()
+    # Zero-width marks at either end are taken off with the spaces: one customer "Ana", not two
+    # that look alike; a joiner within a name stays.
+    for name, stored in (("\ufeffAna", "Ana"), (" \u200bAna\u200d ", "Ana"), ("a" + "\u200d" * 63, "a")):
+        response = client.post("/api/orders", json={"customer": name, "amount": "1"})
+        assert (response.status_code, response.json["customer"]) == (201, stored), name
 
 
 @pytest.mark.parametrize(

@@ -401,8 +401,9 @@ SPEC: dict[str, Any] = {
                         "minLength": 1,
                         "maxLength": CUSTOMER_MAX_LENGTH,
                         "description": (
-                            "Stored in NFC without surrounding spaces; needs a visible character; "
-                            "no control characters, line separators, bidi overrides or isolates."
+                            "Stored in NFC without surrounding spaces or zero-width marks; needs a "
+                            "visible character; no control characters, line separators, bidi "
+                            "overrides or isolates, or noncharacters."
                         ),
                     },
                     "amount": {

@@ -25,6 +25,17 @@ AMOUNT = re.compile(r"(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?", re.ASCII)
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Letters and symbols that render as nothing, beside the format (Cf) and separator (Z*) categories.
 BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5")
+# Zero-width characters that join or mark nothing at either end of a name (a byte-order mark
+# pasted from a file, a joiner left from an edit): taken off with the surrounding spaces, so
+# "\ufeffAna" is the customer "Ana", not a second one that looks the same. Within a name they
+# stay (a joiner in an emoji sequence or a Persian word belongs there).
+ZERO_WIDTH_EDGES = "\ufeff\u200b\u200c\u200d\u2060"
+
+
+def _noncharacter(ch: str) -> bool:
+    """Unicode's 66 noncharacters (U+FDD0-U+FDEF and the last two of every plane): never text."""
+    code = ord(ch)
+    return 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
 
 
 class GrammarError(ValueError):
@@ -82,6 +93,10 @@ def customer_name(value: Any) -> str:
         raise GrammarError("must be valid Unicode text (no lone surrogates)")
     # One spelling per name: "José" composed (U+00E9) and decomposed (e + U+0301) are one customer.
     name = unicodedata.normalize("NFC", value).strip()
+    while name != (trimmed := name.strip(ZERO_WIDTH_EDGES).strip()):
+        name = trimmed
+    if any(_noncharacter(ch) for ch in name):
+        raise GrammarError("must be Unicode text (no noncharacters such as U+FFFF)")
     categories = [unicodedata.category(ch) for ch in name]
     if any(cat in ("Cc", "Zl", "Zp") for cat in categories):
         raise GrammarError("must not contain control characters or line breaks (C0, C1, U+2028/9)")
@@ -90,7 +105,8 @@ def customer_name(value: Any) -> str:
     visible = [
         ch
         for ch, cat in zip(name, categories, strict=True)
-        if cat not in ("Cf", "Zs", "Mn", "Me") and ch not in BLANK_LOOKING
+        # Private use (Co) shows only in a font made for it: not a visible character on its own.
+        if cat not in ("Cf", "Zs", "Mn", "Me", "Co") and ch not in BLANK_LOOKING
     ]
     if not visible:
         raise GrammarError("required: a name with at least one visible character")
