@@ -157,12 +157,11 @@ def on_exit(_server: Any) -> None:
         shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
 
 
-# The app's loggers whose lines an operator must see in gunicorn's error log: Flask-Limiter's
-# (a swallowed error; it gives its logger a NullHandler, so without this nothing of it appeared)
-# and "orders": the app's own lines, one per request (orders/web/request_log.py), its errors, each
+# The app's loggers whose lines an operator must see in gunicorn's error log: "orders": the
+# app's own lines, one per request (orders/web/request_log.py), its errors, each
 # with the request id, and "orders.limits": the switch to in-memory counting when Redis fails and
 # the return, one line per process and switch (orders/web/limits.py).
-LOGGED = {"flask-limiter": logging.INFO, "orders": logging.INFO}
+LOGGED = {"orders": logging.INFO}
 
 
 def control_socket_for(configured: str, default: str, binds: list[str]) -> str:

@@ -38,7 +38,7 @@ from .http_level import UNREACHED_READ_LIMIT
 # cumulative time among its functions (one of them wraps the others where several are named).
 STAGES: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("routing", "werkzeug's URL match", [("werkzeug/routing/map.py", "match")]),
-    ("rate limit", "Flask-Limiter's check", [("orders/web/limits.py", "_check_request_limit")]),
+    ("rate limit", "the limits' check", [("orders/web/limits.py", "check")]),
     ("list request", "query args parsed, cursor opened", [("orders/finding/request.py", "list_request")]),
     ("checkout", "pool checkout (and its ping)", [("sqlalchemy/pool/base.py", "_checkout")]),
     ("ping", "the checkout listener (list reads skip the ping)", [("orders/data/db.py", "_ping")]),

@@ -59,14 +59,13 @@ from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the commands import before their work (orders.app pulls in Flask, SQLAlchemy, Jinja,
-# Werkzeug, the limiter; orders.cli Alembic and tqdm; flask's command line its plugins' commands,
-# flask_limiter's with rich), and the drivers an engine loads. Not the top-level `app` module
+# Werkzeug, the limits; orders.cli Alembic and tqdm; flask's command line), and the drivers an
+# engine loads. Not the top-level `app` module
 # (`flask --app app` imports it in the child) and not gunicorn.config (see above).
 PRELOAD = (
     "orders.app",
     "orders.cli",
     "flask.cli",
-    "flask_limiter.commands",
     "alembic.command",
     "alembic.config",
     "alembic.runtime.migration",

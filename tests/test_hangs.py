@@ -400,7 +400,7 @@ def test_a_frozen_redis_is_a_refused_one(
         assert health.status_code == 200, health.json
         assert health.json == {"status": "degraded", "degraded": ["rate_limit_storage"]}
         assert len(fallback_lines(caplog)) == 1, "the switch to memory is logged once"
-    # Thawed: Flask-Limiter asks Redis again after 1, 2, 4 ... s and goes back to it.
+    # Thawed: the app asks Redis again after 1, 2, 4 ... s and goes back to it (orders/web/limits.py).
     store.flushall()
     deadline = time.monotonic() + SAFETY
     while not list(store.scan_iter("*orders*")):

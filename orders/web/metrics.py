@@ -147,9 +147,9 @@ def _observe(response: Response) -> Response:
     if route is not None:
         REPLICA_READS.labels("primary" if route.node.primary else "replica", route.reason).inc()
     limiter = current_app.extensions.get("rate_limiter")
-    if limiter is not None and limiter._in_memory_fallback_enabled:
-        # Flask-Limiter's own flag: set while Redis is lost (orders/web/limits.py).
-        FALLBACK.set(1 if limiter._storage_dead else 0)
+    if limiter is not None and limiter.fallback_enabled:
+        # Set while Redis is lost (orders/web/limits.py RateLimits.switch).
+        FALLBACK.set(1 if limiter.in_memory else 0)
     return response
 
 
