@@ -23,11 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from devtools.request_cost import CostMeter
-from orders.data.db import make_engine
 from orders.data.models import Order
 
 from . import databases, floor_app
@@ -107,7 +106,7 @@ def measure(url: str, label: str, *, requests: int, depth: int) -> list[dict[str
         floor_made = floor_app.create(url)
         floor_engine = floor_made.extensions["engine"]
         floor = floor_made.test_client()
-        floor_keys = _floor_keys(url, depth)
+        floor_keys = _floor_keys(floor_engine, depth)
         floors: dict[str, Callable[[], Any]] = {
             "hello": lambda: floor.get(floor_app.FLOOR_PATH).data,
             "page": lambda: floor.get(floor_app.page_path(floor_keys)).data,
@@ -166,17 +165,13 @@ def measure(url: str, label: str, *, requests: int, depth: int) -> list[dict[str
             floor_engine.dispose()
 
 
-def _floor_keys(url: str, depth: int) -> tuple[Any, ...] | None:
+def _floor_keys(engine: Engine, depth: int) -> tuple[Any, ...] | None:
     """The keys of the row before the `depth`th of the newest sort, for the stack's page; the
     oldest sort's row at `depth` is the newest sort's at rows - depth, the same depth's index
     range read the other way."""
-    engine = make_engine(url)
-    try:
-        with Session(engine) as session:
-            total = session.scalar(select(func.count()).select_from(Order))
-            return keys_before(session, max(0, (total or 0) - depth))
-    finally:
-        engine.dispose()
+    with Session(engine) as session:
+        total = session.scalar(select(func.count()).select_from(Order))
+        return keys_before(session, max(0, (total or 0) - depth))
 
 
 def _deep_cursor(client: Any, depth: int) -> str:

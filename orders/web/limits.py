@@ -44,8 +44,6 @@ READ_METHODS = ("GET", "HEAD", "OPTIONS")
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 # The budgets, the storage and the key prefix are settings (orders/core/settings.py, RATELIMIT_*).
-# A moving window: no burst of twice the limit across a window boundary.
-STRATEGY = "moving-window"
 # Looks at a lost storage: after 2**0, 2**1, ... 2**MAX_BACKOFF seconds, then from 1 s again.
 MAX_BACKOFF = 5
 
@@ -111,6 +109,7 @@ class RateLimits:
         self._prefix: str = app.config["RATELIMIT_KEY_PREFIX"]
         # Synchronous for a synchronous URI (limits' async storages have schemes of their own).
         self._storage = cast(Storage, storage_from_string(_storage_uri(app), **_storage_options(app)))
+        # A moving window: no burst of twice the limit across a window boundary.
         self._limiter = MovingWindowRateLimiter(self._storage)
         # Only a storage that can be lost has a fallback: memory:// is one already.
         self.fallback_enabled = not uri.startswith("memory")
@@ -172,7 +171,8 @@ class RateLimits:
             self.switch(False)
         if not self._in_memory:
             try:
-                return self._spend(self._limiter, limits, identifiers, kind)
+                self._spend(self._limiter, limits, identifiers, kind)
+                return
             except RateLimited:
                 raise
             except Exception:  # the storage's client raised: Redis refused, timed out, went away
