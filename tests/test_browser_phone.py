@@ -372,10 +372,14 @@ def test_a_fling_to_the_end_of_what_is_loaded_stops_on_rows_on_a_landscape_phone
     page = context.new_page()
     page.goto(live.url + "/orders")
     expect(page.locator(ROWS).first).to_be_visible()
+    page.evaluate("() => { window.__wheels = 0; addEventListener('wheel', () => window.__wheels++); }")
     page.mouse.move(200, 200)
     for _ in range(15):
         page.mouse.wheel(0, 1200)
         page.wait_for_timeout(60)
+    # Every wheel reached the page before loads are counted: on a loaded machine some were still
+    # queued, and the pages they loaded counted as loads after the fling.
+    page.wait_for_function("() => window.__wheels >= 15")
     page.evaluate(
         "() => { window.__after = 0;"
         " document.addEventListener('orders:loaded', e => { if (!e.detail.up) window.__after++; }); }"

@@ -217,6 +217,9 @@ def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, 
     seen = list_requests(page)
     cdp = context.new_cdp_session(page)
     x = hbox["x"] + hbox["width"] / 2
+    # The handle takes a finger only while awake (AWAKE_MS of the last scroll): the calls above can
+    # take longer than that on a loaded machine, so a scroll wakes it right before the finger comes.
+    page.evaluate("dispatchEvent(new Event('scroll'))")
     touch(cdp, "touchStart", x, hbox["y"] + hbox["height"] / 2)
     for step in range(1, 21):
         touch(

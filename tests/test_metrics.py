@@ -193,7 +193,10 @@ def server_engine(db_url: str) -> str:
 
 
 def test_a_full_pool_shows_a_waiting_thread_and_counts_its_timeout(server_engine: str) -> None:
-    app = make_app(server_engine, DATABASE_POOL_TIMEOUT_S=1)
+    # The request waits for the pool this long: the gauge is read while it does (polled: on a loaded
+    # machine the request may take a while to reach its checkout; a fixed 0.5 s sleep against a
+    # 1 s wait left too little room either side).
+    app = make_app(server_engine, DATABASE_POOL_TIMEOUT_S=5)
     engine = app.extensions["engine"]
     waiting = ("orders_db_pool_waiting", {"engine": "primary"})
     timeouts = ("orders_db_pool_timeouts_total", {"engine": "primary"})
@@ -203,7 +206,9 @@ def test_a_full_pool_shows_a_waiting_thread_and_counts_its_timeout(server_engine
         assert REGISTRY.get_sample_value("orders_db_pool_in_use", {"engine": "primary"}) == len(held)
         with ThreadPoolExecutor(1) as pool:
             answer = pool.submit(app.test_client().get, "/api/orders")
-            time.sleep(0.5)
+            deadline = time.monotonic() + 4
+            while REGISTRY.get_sample_value(*waiting) != 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
             assert REGISTRY.get_sample_value(*waiting) == 1
             assert answer.result(timeout=10).status_code == 503
     finally:

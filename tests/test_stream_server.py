@@ -175,9 +175,9 @@ def test_through_the_front_a_gone_clients_stream_is_freed_within_seconds(
     """The probe: 480 streams opened through the front, closed after 8 s, 480 opened again 1 s
     later: 19 got a 200, 461 no answer at all (haproxy learnt a client left only when a
     heartbeat failed; stream 501 waited 15 s in its queue). Now every one is answered within
-    5 s of the slowest fresh answer, 200 or the app's immediate JSON 503. (The bound follows the
-    machine: in a full run at load 12 the 480 fresh streams' slowest head took 4.7 s, and 90 of
-    the second 480 had none within a flat 5 s. It stays under the bug's 15 s.)"""
+    12 s, 200 or the app's immediate JSON 503. (In a full run at load 12 the 480 fresh streams'
+    slowest head took 4.7 s, and 90 of the second 480 had none within a flat 5 s: the bound
+    leaves the load room and stays under the bug's 15 s.)"""
     if not db_url.startswith("sqlite"):
         pytest.skip("the front and the stream server, the same for every engine: SQLite shows it")
     from devtools.front import FrontUnavailable, front
@@ -194,7 +194,9 @@ def test_through_the_front_a_gone_clients_stream_is_freed_within_seconds(
                 opened += first
                 print(f"\n{STREAMS} streams: {statuses}, slowest head {fresh:.2f} s")
                 assert statuses == {"200": STREAMS}, statuses
-                bound_s = min(fresh + 5, 12)
+                # Under the bug's 15 s whatever the load: fresh + 5 (the bound before) left a loaded
+                # run too little when the load rose after the first round.
+                bound_s = 12
                 time.sleep(2)
                 _close(first)
                 time.sleep(1)
@@ -203,9 +205,9 @@ def test_through_the_front_a_gone_clients_stream_is_freed_within_seconds(
                 print(f"closed, 1 s later {STREAMS} again: {statuses}, slowest head {slowest:.2f} s")
                 assert "none" not in statuses, (statuses, f"bound {bound_s:.1f} s")
                 _close(again)
-                # Every place let go within two heartbeats and a tick of its client leaving (and a
-                # second for a busy machine).
-                time.sleep(2 * 2 + 1 + 1)
+                # Every place let go within two heartbeats and a tick of its client leaving (and four
+                # seconds for a busy machine: one, in a run at load 12, was not enough).
+                time.sleep(2 * 2 + 1 + 4)
                 last, statuses, slowest = open_streams(via, STREAMS, bound_s)
                 opened += last
                 print(f"closed, 6 s later {STREAMS} again: {statuses}, slowest head {slowest:.2f} s")
