@@ -230,7 +230,10 @@ def test_failover_without_writes_opens_a_cursor_stamped_beyond_the_new_primary(
         engine.dispose()
     assert leader_seen, "no new leader"
     if during.status_code == 503:
-        assert leader_seen[0] > answered_at - 0.5, "waited out the timeout while the new primary answered"
+        # A primary that became writable in the wait's last moments may be found a little after
+        # it ends (the app's next try, a loaded machine's scheduling): 2 s of room, far less than
+        # a wait that ignored the new primary would show.
+        assert leader_seen[0] > answered_at - 2.0, "waited out the timeout while the new primary answered"
     else:
         assert during.status_code == 200, during.text
         assert [int(o["id"]) for o in during.json()["items"]] == orders[20:40]
