@@ -128,7 +128,7 @@ function addressOf(row, top) {
   return start.dataset.pos + (atTop ? "" : "#order-" + row.dataset.id);
 }
 var shownRow = null;
-// From Back's "before restore" until the restored body is styled and the reader put back: the
+// From Back's "before restore" until the restored body is in and the reader put back: the
 // body htmx swapped in keeps the old page's offset, so the row in view then is no place of the
 // reader's (noted, it named a row of the old offset, and the restore then landed there).
 var restoring = false;
@@ -631,41 +631,24 @@ function isRestore(ctx) {
 document.addEventListener("htmx:after:swap", function (evt) {
   if (!isRestore(evt.detail.ctx)) return;
   evt.detail.ctx.scrollWindowSwapped = true;
-  if (!table()) { restoring = false; return; }
-  whenStyled(function () {
-    restoring = false;
-    if (!table()) return;
-    insetPx = null;
-    place = null;
-    shownRow = null;
-    // The find bar measures itself first (controls.js): the row lands below the bar as it is now.
-    document.dispatchEvent(new CustomEvent("orders:restored"));
-    // An address at the top of the list names no row: the top goes on top. The swapped body
-    // keeps the offset of the page Back came from (a go-to's, the rail's), which is elsewhere.
-    if (!/^#order-\d+$/.test(location.hash) && !document.getElementById("less")) window.scrollTo(window.scrollX, 0);
-    goToNamedRow();
-  });
+  restoring = false;
+  if (!table()) return;
+  // Styled already: the body brings no stylesheet of its own (base.html keeps them in the head).
+  insetPx = null;
+  place = null;
+  shownRow = null;
+  // The find bar measures itself first (controls.js): the row lands below the bar as it is now.
+  document.dispatchEvent(new CustomEvent("orders:restored"));
+  // An address at the top of the list names no row: the top goes on top. The swapped body
+  // keeps the offset of the page Back came from (a go-to's, the rail's), which is elsewhere.
+  if (!/^#order-\d+$/.test(location.hash) && !document.getElementById("less")) window.scrollTo(window.scrollX, 0);
+  goToNamedRow();
 });
 // A restore that swapped nothing (no answer, an error) leaves the old page as it was: noted again.
 document.addEventListener("htmx:finally:request", function (evt) {
   var ctx = evt.detail && evt.detail.ctx;
   if (isRestore(ctx) && !ctx.scrollWindowSwapped) restoring = false;
 });
-// The new body brings its own stylesheet links (the find bar's): until they apply, the bar and
-// the rows have other heights, and a row landed then was 88 px off once they did. At most a
-// second's wait (they come from the cache).
-function whenStyled(fn) {
-  var links = document.querySelectorAll('body link[rel="stylesheet"]');
-  var pending = Array.prototype.filter.call(links, function (link) { return !link.sheet; });
-  var left = pending.length, ran = false;
-  function run() { if (!ran) { ran = true; fn(); } }
-  if (!left) { run(); return; }
-  pending.forEach(function (link) {
-    link.addEventListener("load", function () { if (--left === 0) run(); }, { once: true });
-    link.addEventListener("error", function () { if (--left === 0) run(); }, { once: true });
-  });
-  setTimeout(run, 1000);
-}
 
 // --- The footer asked for: the rows below wait until the reader scrolls on --------------------
 // "Site links" brings the footer into view at any depth. Rows loading below would arrive above
