@@ -30,6 +30,7 @@ from .live import (
     local_only,
     put_on_top,
     screen_rows,
+    scroll_still,
     scroll_until,
     setting,
 )
@@ -293,6 +294,52 @@ def test_rows_loaded_above_do_not_move_what_the_reader_sees(
     # Within a pixel: whole-pixel scroll positions against fractional rows leave at most half of one.
     assert len(shifts) >= 4 and all(abs(s) <= 1 for s in shifts), shifts
     assert_in_order(page)
+
+
+# The row's top against the top of the list area (below the bar and the column headers).
+BELOW_THE_BAR = f"id => document.getElementById('order-' + id).getBoundingClientRect().top - {INSET}"
+BAR_HEIGHT = "() => document.getElementById('find-bar').getBoundingClientRect().height"
+# The bar's new height (other than `was`) measured by controls.js (measure() writes --find-bar-h).
+BAR_MEASURED = (
+    "was => { const h = document.getElementById('find-bar').getBoundingClientRect().height;"
+    " const set = parseFloat(document.documentElement.style.getPropertyValue('--find-bar-h'));"
+    " return Math.abs(h - was) > 1 && Math.abs(h - set) < 0.01; }"
+)
+
+
+@EVERY_ENGINE
+def test_the_find_bar_changing_height_while_deep_keeps_the_row_in_view(live, page: Page):
+    """The bar is in the page's flow: when it grows or shrinks (the folded forms opened and closed
+    on a short screen), the first row in view stays where it was below it. WebKit has no CSS
+    scroll anchoring, and every row moved with the bar: 191 px lower at 844x390 (the forms'
+    height); controls.js keeps the row there itself."""
+    given(live, 400, AUTO_PAGES=10_000)
+    page.set_viewport_size({"width": 844, "height": 390})
+    page.goto(live.url + "/orders")
+    scroll_until(page, 100)
+    put_on_top(page, page.locator(ROWS).nth(70).get_attribute("data-id"))
+    # The bar back (the reader's wheel up): its toggle in view, and nothing tucks meanwhile.
+    page.mouse.move(422, 300)
+    page.mouse.wheel(0, -1)
+    page.wait_for_function("() => !document.documentElement.classList.contains('bar-tucked')")
+    scroll_still(page)
+    row = page.evaluate(FIRST_IN_VIEW)
+    top = page.evaluate(BELOW_THE_BAR, row)
+    toggle = page.get_by_role("button", name="Sort, search, go to")
+    height = page.evaluate(BAR_HEIGHT)
+    for done, expanded in (("opened", "true"), ("closed", "false")):
+        # Clicked where it is (Playwright's click in Firefox scrolls it towards the middle first).
+        page.mouse.click(
+            *toggle.evaluate(
+                "b => { const r = b.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2] }"
+            )
+        )
+        expect(toggle).to_have_attribute("aria-expanded", expanded)
+        page.wait_for_function(BAR_MEASURED, arg=height)
+        height = page.evaluate(BAR_HEIGHT)
+        scroll_still(page)
+        moved = page.evaluate(BELOW_THE_BAR, row) - top
+        assert abs(moved) <= 1, f"the forms {done}: the row moved {moved} px"
 
 
 def test_clicking_a_deleted_order_says_so_and_leads_back_to_the_place(live, page: Page):

@@ -39,6 +39,21 @@ function measure() {
     if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
   }
 }
+// measure() runs after the browser laid the new height out: it finds the row where the browser's
+// CSS scroll anchoring kept it (Chromium, Firefox). WebKit has none, and every row had already
+// moved with the bar (opening the folded forms at 844x390 put the row in view 191 px lower, the
+// forms' height). So there, whatever changes the bar's height keeps that row in place itself,
+// before measure() runs: the row's top read before the change, the page scrolled by its move after.
+var anchoring = !!(window.CSS && CSS.supports && CSS.supports("overflow-anchor", "auto"));
+function keepingRows(change) {
+  var row = !anchoring && window.scrollY > 0 ? list.firstVisibleRow() : null;
+  var top = row ? row.getBoundingClientRect().top : 0;
+  change();
+  if (!row || !row.isConnected) return;
+  var shift = row.getBoundingClientRect().top - top;
+  // To a whole pixel, as measure(): WebKit's scroll positions are whole, its rows fractional.
+  if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
+}
 var observer = "ResizeObserver" in window ? new ResizeObserver(measure) : null;
 function watchBar() {
   var bar = findBar();
@@ -54,7 +69,7 @@ function openForms(yes) {
   var bar = findBar();
   var toggle = bar && bar.querySelector(".find-toggle");
   if (!toggle) return;
-  bar.classList.toggle("is-open", yes);
+  keepingRows(function () { bar.classList.toggle("is-open", yes); });
   toggle.setAttribute("aria-expanded", yes ? "true" : "false");
 }
 document.addEventListener("click", function (evt) {
