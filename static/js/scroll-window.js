@@ -9,9 +9,9 @@
 //
 // Every page of rows is an htmx request: a sentinel row's hx-get, fired by its hx-trigger (htmx's
 // intersection observer) as it nears the view; the answer goes in by this module's htmx
-// extension, its own swap style "scroll-window" (one replaceWith of htmx's parsed fragment,
-// htmx walking only the new control rows); far pages go in the same task, just before them, so
-// one frame lays out and paints both.
+// extension, its own swap style "scroll-window" (one replaceWith of htmx's parsed fragment, in a
+// task after the next frame, htmx walking only the new control rows); far pages go in the same
+// task, just before them, so one frame lays out and paints both.
 // Layout is read only where rows go in or out above the reader's place: once before the writes
 // (the layout the last frame drew), once after them all, never read-after-write in a loop.
 // docs/scroll.md has the measurements.
@@ -51,7 +51,9 @@ var opened = false;           // open() made history entries of its own
 export function onNewRows(fn) { rowHooks.push(fn); }
 function runHooks(root) { rowHooks.forEach(function (fn) { fn(root); }); }
 
-export function busy() { return requesting.size > 0; }
+var inserting = new Set();   // control rows whose answer is in and whose rows go in after a frame
+
+export function busy() { return requesting.size > 0 || inserting.size > 0; }
 
 // (A loading row shows so by htmx's own class, htmx-request: app.css.)
 function setBusy() {
@@ -426,12 +428,12 @@ function guardFragment(fragment) {
 // than by one of htmx's: htmx would walk every new element (its processing looks at each one for
 // hx- attributes and boosted links, and it adds and then removes a class on every row, a style
 // pass each). htmx parses the answer into a detached fragment; here the rows are guarded and
-// given their local times there (no layout, no style) and go in by one replaceWith. htmx then
-// processes only the few elements that need it (the next sentinel, a "Load more" form: the
-// controls returned), and the rows' links when first used (below).
+// given their local times there (no layout, no style) and go in by one replaceWith, a frame
+// later (swapRows). htmx then processes only the few elements that need it (the next sentinel, a
+// "Load more" form: the controls returned, given to htmx.process), and the rows' links when
+// first used (below).
 function insert(load, target, fragment, incoming) {
-  var rows = guardFragment(fragment);
-  runHooks(fragment);
+  var rows = guardFragment(fragment);  // (the hooks ran on it in htmx's answer task: swapRows)
   var controls = Array.prototype.filter.call(fragment.children, function (el) { return !isRow(el); });
   // Far pages on the other side go in this task too, planned on the layout the last frame drew
   // (no read after a write): the drop and the new rows are laid out and painted once, together.
@@ -530,7 +532,25 @@ function swapRows(target, fragment) {
     showRetry(target, load, load.ctx.request.action, status, fragment);
     return [];
   }
-  return landed(load, target, fragment);
+  // The rows go in by a task of their own after the next frame, not in htmx's answer task: the
+  // parse, htmx's events and the hooks (here, on the detached rows) in one task, the drop, the
+  // insertion and the layout the reader's place reads in the next, so a frame can be drawn
+  // between them (at 4x CPU the two together made gaps of five to seven frames: docs/performance.md).
+  // Meanwhile the load stays in `loads` (no drop takes its sentinel; busy() holds), and a list
+  // replaced or a hold (stopLoads, holdBelow) ends it: its rows are then not inserted.
+  runHooks(fragment);
+  inserting.add(target);
+  afterNextFrame(function () {
+    inserting.delete(target);
+    if (loads.get(target) !== load) { setBusy(); return; }
+    landed(load, target, fragment).forEach(function (el) { htmx.process(el); });
+  });
+  return [];
+}
+// After the next frame is drawn (a hidden tab draws none: then in the next task).
+function afterNextFrame(fn) {
+  if (document.hidden) setTimeout(fn, 0);
+  else requestAnimationFrame(function () { setTimeout(fn, 0); });
 }
 
 function abort(load) { htmx.trigger(load.elt, "htmx:abort"); }
@@ -540,6 +560,7 @@ function stopLoads() {
   requesting.forEach(function (elt) { htmx.trigger(elt, "htmx:abort"); });
   loads.clear();
   requesting.clear();
+  inserting.clear();
   setBusy();
 }
 
