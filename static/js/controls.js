@@ -43,16 +43,11 @@ function measure() {
 // CSS scroll anchoring kept it (Chromium, Firefox). WebKit has none, and every row had already
 // moved with the bar (opening the folded forms at 844x390 put the row in view 191 px lower, the
 // forms' height). So there, whatever changes the bar's height keeps that row in place itself,
-// before measure() runs: the row's top read before the change, the page scrolled by its move after.
+// before measure() runs (the scroll window's own read before, scroll after, to a whole pixel).
 var anchoring = !!(window.CSS && CSS.supports && CSS.supports("overflow-anchor", "auto"));
 function keepingRows(change) {
-  var row = !anchoring && window.scrollY > 0 ? list.firstVisibleRow() : null;
-  var top = row ? row.getBoundingClientRect().top : 0;
-  change();
-  if (!row || !row.isConnected) return;
-  var shift = row.getBoundingClientRect().top - top;
-  // To a whole pixel, as measure(): WebKit's scroll positions are whole, its rows fractional.
-  if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
+  if (anchoring || window.scrollY <= 0) change();
+  else list.keepingPlace(change);
 }
 var observer = "ResizeObserver" in window ? new ResizeObserver(measure) : null;
 function watchBar() {

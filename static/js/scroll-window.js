@@ -100,6 +100,12 @@ function restore(anchor) {
   // To the nearest whole pixel (WebKit's scrollBy drops the fraction: 1.9 px moves there).
   if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
 }
+// `change` (something above the rows changing height) with the first row in view kept where it was.
+function keepingPlace(change) {
+  var anchor = anchorNow();
+  change();
+  restore(anchor);
+}
 
 // The place as the reader last saw it, for a resize (the old layout is gone by then). While the
 // reader scrolls (their input: a wheel, a key, a finger, the scrollbar) it is noted with the
@@ -877,6 +883,7 @@ export var api = {
   land: land,
   busy: busy,
   firstVisibleRow: firstVisibleRow,
+  keepingPlace: keepingPlace,
   refresh: refresh,
   holdBelow: holdBelow,
   rows: ROWS,
