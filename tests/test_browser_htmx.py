@@ -135,18 +135,15 @@ window.addressChanges = [];
 SCROLLS_SEEN = "window.scrollsSeen = 0; addEventListener('scroll', () => scrollsSeen++, {passive: true});"
 
 
-def fling(page: Page, steps: int, *, clock: bool = False) -> None:
-    """A thumb's fling as a wheel gives it: 120 px every 16 ms, without a pause. With `clock` (the
-    page's clock installed and paused, SCROLLS_SEEN in the page), each step waits for its scroll
-    event, however slow the machine, and then moves the page's clock 16 ms."""
+def fling(page: Page, steps: int) -> None:
+    """A thumb's fling as a wheel gives it: 120 px every 16 ms, without a pause, on the page's own
+    clock (installed and paused; SCROLLS_SEEN in the page): each step waits for its scroll event,
+    however slow the machine, and then moves the page's clock 16 ms."""
     for _ in range(steps):
-        seen = page.evaluate("scrollsSeen") if clock else 0
+        seen = page.evaluate("scrollsSeen")
         page.mouse.wheel(0, 120)
-        if clock:
-            page.wait_for_function("n => scrollsSeen > n", arg=seen, polling=5, timeout=10_000)
-            page.clock.run_for(16)
-        else:
-            page.wait_for_timeout(16)
+        page.wait_for_function("n => scrollsSeen > n", arg=seen, polling=5, timeout=10_000)
+        page.clock.run_for(16)
 
 
 def test_the_address_follows_the_row_in_view_during_a_fling(live, page: Page):
@@ -163,7 +160,7 @@ def test_the_address_follows_the_row_in_view_during_a_fling(live, page: Page):
     page.mouse.move(640, 400)
     page.clock.pause_at(page.evaluate("Date.now()") + 1000)
     began = page.evaluate("performance.now()")
-    fling(page, 120, clock=True)
+    fling(page, 120)
     ended = page.evaluate("performance.now()")
     changes = [t for t, _ in page.evaluate("addressChanges") if began <= t <= ended]
     # Scrolling all the time, the address changed while it went on (before: only once it stopped,
@@ -182,7 +179,7 @@ def test_a_reload_right_after_a_fling_opens_at_the_row_that_was_on_top(live, pag
     page.wait_for_function("() => document.getElementById('orders').getAttribute('aria-busy') === 'false'")
     page.mouse.move(640, 400)
     page.clock.pause_at(page.evaluate("Date.now()") + 1000)
-    fling(page, 150, clock=True)
+    fling(page, 150)
     on_top = page.evaluate(FIRST_IN_VIEW)
     order = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.id)")
     page.clock.resume()  # the reloaded page's timers run by themselves again
