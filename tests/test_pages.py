@@ -10,10 +10,13 @@ from decimal import Decimal
 from html import unescape
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from orders.app import create_app
 from orders.core.settings import SettingsError
 
+from . import hunt
 from .fixtures import make_app
 from .helpers import BASE, add_orders, delete_orders, link, seed, seed_ties
 
@@ -456,6 +459,27 @@ def test_unstorable_characters_are_unicode_categories_cc_and_cs():
     ],
 )
 def test_list_links_are_what_url_for_builds(app, args):
+    from flask import url_for
+
+    from orders.views.list_page import list_link
+
+    with app.test_request_context("/orders"):
+        assert list_link(url_for("list_page.orders"), args) == url_for("list_page.orders", **args)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["after", "before", "sort", "status", "q", "page", "to"]),
+        st.none() | st.integers() | st.text() | st.text(alphabet="AZaz09-_.~!$'()*,/:;?@ +&=#%"),
+    )
+)
+@settings(
+    max_examples=hunt.examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_list_links_are_what_url_for_builds_for_any_text(app, args):
+    # Plain text is joined as it is, anything else quoted: either way url_for's string.
     from flask import url_for
 
     from orders.views.list_page import list_link
