@@ -123,7 +123,10 @@ def measure(url: str, label: str, *, requests: int, depth: int) -> list[dict[str
                 ("page", floor_made, _environ(floor, floors["page"])),
             )
         }
-        every = {**sends, **floors, **served}
+        # Readiness, as a balancer asks for it (orders/views/health.py: checked at most once a second).
+        ready = {"healthz": lambda: client.get("/healthz").data}
+        served["served healthz"] = _served(app, _environ(client, ready["healthz"]))
+        every = {**sends, **floors, **ready, **served}
         for send in every.values():
             for _ in range(50):
                 send()
@@ -170,6 +173,8 @@ def measure(url: str, label: str, *, requests: int, depth: int) -> list[dict[str
                     "served_ms": cpu["served " + kind],
                     "served_hello_ms": cpu["served hello"],
                     "served_page_ms": cpu["served page"],
+                    "healthz_ms": cpu["healthz"],
+                    "served_healthz_ms": cpu["served healthz"],
                 }
             )
         return results
@@ -248,6 +253,11 @@ def goals(results: list[dict[str, Any]], http: dict[str, Any] | None) -> str:
         for r in results
         if r["kind"] == "fragment" and "floor_page_ms" in r
     ]
+    cells += [
+        f"{r['engine']} /healthz {r['healthz_ms']:.2f} ms ({r['served_healthz_ms']:.2f}; goal 0.2)"
+        for r in results
+        if r["kind"] == "fragment" and "healthz_ms" in r
+    ]
     if http:
         points = http.get("endpoints", [])
         deep = next((p for p in points if p["name"].startswith("fragment") and p.get("depth")), None)
@@ -285,10 +295,13 @@ def table(results: list[dict[str, Any]]) -> str:
         ("floor_page_ms", "the stack's page, CPU ms", "test client"),
         ("served_hello_ms", "bare Flask route, CPU ms", "WSGI call"),
         ("served_page_ms", "the stack's page, CPU ms", "WSGI call"),
+        ("healthz_ms", "/healthz, CPU ms", "test client"),
+        ("served_healthz_ms", "/healthz, CPU ms", "WSGI call"),
     )
     for key, label, how in floors:
         figures = " | ".join(f"{r[key]:.2f}" for r in results)
-        lines.append(f"| {label} | bench/floor_app.py, same run, {how} | {figures} |")
+        where = "orders/views/health.py" if key.endswith("healthz_ms") else "bench/floor_app.py"
+        lines.append(f"| {label} | {where}, same run, {how} | {figures} |")
     for mine, floor, how in (
         ("cpu_ms", "floor_page_ms", "test client"),
         ("served_ms", "served_page_ms", "WSGI call"),
