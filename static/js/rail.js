@@ -131,8 +131,11 @@ function show(i, at) {
   var b = buckets[i];
   rail.setAttribute("aria-valuenow", String(i));
   rail.setAttribute("aria-valuetext", b ? valueText(b) : "");
-  rail.style.setProperty("--at", String(at));
+  // On the two elements that use it, not on the rail: a custom property set on the rail is
+  // inherited by every bucket and label, each restyled with every move.
   var bubble = rail.querySelector(".rail-bubble");
+  rail.querySelector(".rail-handle").style.setProperty("--at", String(at));
+  bubble.style.setProperty("--at", String(at));
   bubble.textContent = b ? valueText(b) : "";
   rail.querySelectorAll(".rail-bucket.is-current").forEach(function (p) { p.classList.remove("is-current"); });
   var part = rail.querySelector('.rail-bucket[data-index="' + i + '"]');
@@ -259,7 +262,7 @@ function place(row) {
       }
       placeValue = i;
       placeAt = b.start + Math.min(1, Math.max(0, t)) * b.share;
-      rail.style.setProperty("--place", String(placeAt));
+      rail.querySelector(".rail-place").style.setProperty("--place", String(placeAt));
       rail.classList.add("has-place");
       if (!keyTimer || document.activeElement !== rail) show(i, placeAt);
       return;
