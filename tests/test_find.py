@@ -106,10 +106,26 @@ def test_an_order_number_opens_that_order_or_says_it_is_not_there(client, engine
     assert [int(i["id"]) for i in walk_api(client, q=str(ids[3]))] == [ids[3]]
 
 
-@pytest.mark.parametrize("query", ["q=" + "a" * 65, "q=%CC%81", "q=0", "q=99999999999999999999", "q=a&q=b"])
+@pytest.mark.parametrize("query", ["q=" + "a" * 65, "q=%CC%81", "q=a&q=b"])
 def test_bad_searches_are_400(client, query):
     response = client.get("/api/orders?" + query)
     assert response.status_code == 400 and response.json["error"]["code"] == "invalid_parameter"
+
+
+@pytest.mark.parametrize("number", ["0", "#00", "99999999999999999999", "9223372036854775808"])
+def test_an_order_number_no_order_can_have_is_a_search_that_finds_nothing(client, engine, number):
+    # Outside the ids (0, past BIGINT) a number is still an order number, one no order has: the
+    # list says so under the search box, as for a number past the last order (not an error page
+    # in place of the list), and the API's walk is empty, as /api/orders/0 is a 404, not a 400.
+    seed_names(engine)
+    page = client.get("/orders", query_string={"q": number})
+    html = page.get_data(as_text=True)
+    shown = int(number.lstrip("#"))
+    assert page.status_code == 404 and f"There is no order #{shown}." in html, html[:500]
+    assert f"order #{shown}</span>" in html and "name word starting" not in html
+    assert walk_api(client, q=number) == []
+    export = client.get("/orders/export.csv", query_string={"q": number})
+    assert export.status_code == 200 and export.get_data(as_text=True).count("\n") == 1  # the header alone
 
 
 def test_the_search_term_is_in_the_url_and_the_box(client, engine):

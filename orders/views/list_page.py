@@ -143,7 +143,7 @@ def orders(listing: ListRequest) -> ResponseReturnValue:
             "rounded": rounded,
         }
     )
-    return render_template("orders.html", **context), 404 if missing_order else 200
+    return render_template("orders.html", **context), 404 if missing_order is not None else 200
 
 
 @bp.get("/orders/new")
