@@ -58,3 +58,40 @@ def test_shift_tab_and_tab_through_row_links_show_each_row_below_the_bar(live, p
         assert where["top"] >= where["inset"] - 1, f"after {key}, row {where['id']} is under the bar: {where}"
         assert where["bottom"] <= where["height"] + 1, f"after {key}, row {where['id']} is below the screen"
     assert len({w["id"] for w in seen}) >= 6, f"the keys went through too few rows: {seen}"
+
+
+# The row the focus is on, and whether it is shown whole below the sticky bar.
+FOCUSED_IN_VIEW = f"""() => {{
+  const row = document.activeElement;
+  if (!row || !row.matches('#rows > tr[data-id]')) return null;
+  const box = row.getBoundingClientRect();
+  return {{id: row.dataset.id, whole: box.top >= {INSET} - 1 && box.bottom <= innerHeight + 1}};
+}}"""
+
+
+@EVERY_ENGINE
+@pytest.mark.parametrize("key", ["ArrowUp", "k"])
+def test_after_end_the_keys_up_go_on_from_the_end_to_the_rows_above(live, page: Page, key):
+    """End puts the focus on "End of orders." (the next Tab is the footer), and "the next key goes
+    on from there": a QA trial found Up scrolling 40 px and k doing nothing until Shift+Tab, as
+    static/js/reader.js moved the focus only from a row. Up and k now reach the last row, then
+    the one above it."""
+    given(live, 100)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.bring_to_front()  # focus is only shown in the page that has the window's focus
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(10)).to_be_attached()
+    page.locator(ROWS).first.focus()  # a reader in the list (End is the list's key, not a field's)
+    expect(page.locator(ROWS).first).to_be_focused()
+    page.keyboard.press("End")
+    expect(page.locator("#end-of-list")).to_be_focused()
+    # Read from the end in one go: rows load above meanwhile (the list opened at its end).
+    last, above = page.evaluate(
+        "() => { const last = document.getElementById('end-of-list').previousElementSibling;"
+        " return [last.dataset.id, last.previousElementSibling.dataset.id]; }"
+    )
+    page.keyboard.press(key)
+    expect(page.locator(f"#order-{last}")).to_be_focused()
+    page.keyboard.press(key)
+    expect(page.locator(f"#order-{above}")).to_be_focused()
+    assert page.evaluate(FOCUSED_IN_VIEW) == {"id": above, "whole": True}

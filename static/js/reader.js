@@ -1,7 +1,8 @@
 // The rows as a feed, for keys and thumbs (docs/scroll.md, "Keyboard like a feed"):
 //   keys     with focus in the list, j/k and the arrow keys move focus row to row (the sentinels
-//            load and drop rows as the focus goes), Enter opens the focused row, Page Up/Down
-//            move a screenful and focus the row then on top
+//            load and drop rows as the focus goes; from "End of orders." k and Up go to the last
+//            row), Enter opens the focused row, Page Up/Down move a screenful and focus the row
+//            then on top
 //   a tap    anywhere on a card (phones: rows are cards below 52rem), or on a row on any touch
 //            screen, opens that order; a long press still selects text (a click that ends a
 //            selection opens nothing)
@@ -70,8 +71,18 @@ function screenful(step) {
   if (row) row.focus({ preventScroll: true });
 }
 
+// The end of the list ("End of orders.", where End puts the focus): the keys back go on from
+// there, to the last row and up (there is nothing below it).
+function atEnd(el) { return !!el && el.id === "end-of-list" && el.parentElement === body(); }
+
 document.addEventListener("keydown", function (evt) {
   if (evt.altKey || evt.ctrlKey || evt.metaKey || evt.shiftKey) return;
+  var last = PREVIOUS[evt.key] && atEnd(evt.target) ? sibling(evt.target, -1) : null;
+  if (last) {
+    evt.preventDefault();
+    focusRow(last);
+    return;
+  }
   var row = rowOf(evt.target);
   if (!row) return;
   var onLink = evt.target !== row;
