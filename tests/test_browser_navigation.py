@@ -20,12 +20,13 @@ import re
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Page, Route
 from sqlalchemy import text
 
 from orders.views.templating import HTMX_TIMEOUT_MARGIN_MS, server_bound_ms
 
-from .live import ROWS, engine_of, given
+from .browsers import EVERY_ENGINE, expect
+from .live import ROWS, engine_of, given, put_on_top, scroll_still, scroll_until
 
 pytestmark = [pytest.mark.browser]
 
@@ -86,3 +87,48 @@ def test_htmx_waits_longer_than_the_servers_own_bound(live, page: Page):
     assert bound >= 40_000 + 1000 * live.app.config["DATABASE_CONNECT_TIMEOUT_S"]
     assert config["defaultTimeout"] == bound + HTMX_TIMEOUT_MARGIN_MS
     assert page.evaluate("htmx.config.defaultTimeout") == config["defaultTimeout"]
+
+
+# The row's top in the viewport, or null while it is not in the document.
+ROW_TOP = (
+    "id => { const r = document.getElementById('order-' + id); return r && r.getBoundingClientRect().top; }"
+)
+# Every row highlighted as a go-to's (or a shared link's) target: marked, or drawn so (:target).
+MARKED = """() => [...document.querySelectorAll('#rows > tr[data-id]')].filter(r =>
+  r.classList.contains('is-target') || getComputedStyle(r.cells[0]).backgroundColor === 'rgb(255, 243, 196)'
+).map(r => r.id)"""
+
+
+@EVERY_ENGINE
+def test_back_to_the_list_on_an_order_is_back_the_opened_row_focused_where_it_was(live, page: Page):
+    """The order page's "← Back to the list" does what Back does. A QA trial at 1280x800, 350 rows
+    deep, opened a row in mid-screen and pressed it: the link (the list's address, naming the first
+    row in view) opened a new page, which took that row, mostly under the headers, for a go-to's:
+    it had the focus and the yellow highlight, not the opened row, and the list sat 165 px lower
+    (the find bar back in full)."""
+    given(live, 400, AUTO_PAGES=10_000)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.bring_to_front()  # focus is only shown in the page that has the window's focus
+    page.goto(live.url + "/orders")
+    scroll_until(page, 100)
+    put_on_top(page, str(page.locator(ROWS).nth(70).get_attribute("data-id")))
+    page.mouse.move(640, 400)
+    page.mouse.wheel(0, 25)  # as a wheel leaves it: the first row partly under the headers
+    scroll_still(page)
+    opened = page.evaluate("() => document.elementFromPoint(640, 450).closest('tr[data-id]').dataset.id")
+    top = page.evaluate(ROW_TOP, opened)
+    tucked = page.evaluate("() => document.documentElement.classList.contains('bar-tucked')")
+    # Clicked where it is, as a person does (Playwright's click in Firefox scrolls a link in view).
+    link = page.locator(f"#order-{opened}").get_by_role("link")
+    page.mouse.click(
+        *link.evaluate(
+            "a => { const r = a.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }"
+        )
+    )
+    expect(page.get_by_role("heading", name=f"Order #{opened}")).to_be_visible()
+    page.get_by_role("link", name="Back to the list").click()
+    expect(page.get_by_role("table")).to_be_visible()
+    expect(page.locator(f"#order-{opened}")).to_be_focused()
+    page.wait_for_function(f"([id, top]) => Math.abs(({ROW_TOP})(id) - top) <= 2", arg=[opened, top])
+    assert page.evaluate(MARKED) == []
+    assert page.evaluate("() => document.documentElement.classList.contains('bar-tucked')") == tucked

@@ -6,9 +6,10 @@
 //   a tap    anywhere on a card (phones: rows are cards below 52rem), or on a row on any touch
 //            screen, opens that order; a long press still selects text (a click that ends a
 //            selection opens nothing)
-//   focus    never left on <body>: Back from an order focuses the row that was opened, and
-//            "N new orders · show" opens the list in place with focus on its first row; a row
-//            reached by Tab or Shift+Tab is shown whole below the sticky bar
+//   focus    never left on <body>: Back from an order (or its "Back to the list", Back itself
+//            when it leads to the list the order was opened from) focuses the row that was
+//            opened, and "N new orders · show" opens the list in place with focus on its first
+//            row; a row reached by Tab or Shift+Tab is shown whole below the sticky bar
 //   footer   html.rows-below while rows are still to come below (app.css hides the footer)
 // It uses the scroll window's API only (open, firstVisibleRow; "orders:loaded").
 import { ROWS, body, isRow, listTop } from "./dom.js";
@@ -117,8 +118,30 @@ document.addEventListener("click", function (evt) {
 });
 
 function remember(row) {
+  var link = row.querySelector("a[href]");
+  left = link ? { list: addressOf(location.href), order: new URL(link.href, location.href).pathname } : null;
   try { sessionStorage.setItem(OPENED, row.dataset.id); } catch (e) { /* no storage: no focus back */ }
 }
+
+// "← Back to the list" on an order's page (templates/order.html, order_gone.html) is Back itself
+// when it leads to the list this document left for that order: the list comes back as Back
+// brings it (the same entry, the rows where the reader left them, the bar as it was, the opened
+// row focused). Followed as a link, its address (the list's, naming the first row in view) opened
+// a new page that took that row for a go-to's: focused, highlighted, and the bar back in full.
+// Otherwise (the order opened another way, or its page reloaded) it is the plain link it is
+// without JavaScript.
+var left = null;  // {list, order}: the list's address when a row's order was opened, and its path
+function addressOf(url) {
+  var u = new URL(url, location.href);
+  return u.pathname + u.search + u.hash;
+}
+document.addEventListener("click", function (evt) {
+  var back = evt.target.closest && evt.target.closest("a.back-link[href]");
+  if (!back || !left || evt.button !== 0 || evt.metaKey || evt.ctrlKey || evt.shiftKey || evt.altKey) return;
+  if (location.pathname !== left.order || addressOf(back.href) !== left.list) return;
+  evt.preventDefault();
+  history.back();
+});
 // Back from an order (also after the order's page was reloaded): the row that was opened has the
 // focus. The list comes back at the first row that was in view (the address names it) and draws
 // from the start of that row's page, so at depth the opened row, lower on the screen, may come
