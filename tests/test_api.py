@@ -281,6 +281,12 @@ def test_health_and_headers(client):
 
 def test_unknown_routes_and_methods_are_json_errors(client):
     assert client.get("/api/nothing").json["error"]["code"] == "not_found"
+    # Which path, not werkzeug's advice to a person who typed a URL ("If you entered the URL
+    # manually..."); an id that is not a number matches no route, and is told so the same way.
+    for path in ("/api/nothing", "/api/orders/abc"):
+        assert client.get(path).json["error"]["message"] == f"nothing is at {path!r}"
+    page = client.get("/orders/abc")
+    assert page.status_code == 404 and "nothing is at &#39;/orders/abc&#39;" in page.get_data(as_text=True)
     response = client.put("/api/orders")
     assert response.status_code == 405 and response.json["error"]["code"] == "method_not_allowed"
 

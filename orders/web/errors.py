@@ -12,7 +12,7 @@ from flask.globals import request_ctx
 from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException, SecurityError
+from werkzeug.exceptions import HTTPException, NotFound, SecurityError
 
 from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS, ApiError, retryable, too_large
 from orders.finding.params import InvalidParameter
@@ -129,6 +129,10 @@ def init_app(app: Flask) -> None:
         message = err.description or err.name
         if isinstance(err, SecurityError):  # werkzeug's message repeats the Host it refused
             message = "this server does not serve that Host (TRUSTED_HOSTS)"
+        elif isinstance(err, NotFound) and err.description == NotFound.description:
+            # No route matched: werkzeug's words are for a person who typed a URL into a browser
+            # ("If you entered the URL manually..."); an API client is told which path.
+            message = f"nothing is at {request.path[:200]!r}"
         elif status == 413:  # werkzeug's "exceeds the capacity limit": the chunked 413's words
             message = too_large(request.max_content_length)
         return error_response(ApiError(code, message, headers=headers))
