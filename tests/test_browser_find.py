@@ -21,7 +21,7 @@ from orders.data.models import Order
 from orders.data.names import name_key
 from orders.data.seed import CUSTOMERS, seed_orders
 
-from .browsers import EVERY_ENGINE, expect
+from .browsers import EVERY_ENGINE, GECKO_TOO, expect
 from .live import (
     FIRST_IN_VIEW,
     INSET,
@@ -330,3 +330,53 @@ def test_the_position_follows_the_row_in_view(live, page: Page):
         page.wait_for_timeout(100)
     expect(position).not_to_have_text(start)
     expect(position).to_have_text(re.compile(r"^at [A-Z]…$"))
+
+
+# The rows and column headers in view that the go-to message lies over (their ids, "thead").
+UNDER_THE_MESSAGE = """() => {
+  const m = document.getElementById('jump-message').getBoundingClientRect();
+  const head = document.querySelector('#orders thead');
+  const parts = [...document.querySelectorAll('#rows > tr[data-id]')];
+  if (head && head.getClientRects().length) parts.push(head);
+  return parts.filter(el => { const r = el.getBoundingClientRect();
+    return r.bottom > Math.max(m.top, 0) + 1 && r.top < Math.min(m.bottom, innerHeight) - 1
+      && r.right > m.left && r.left < m.right; }).map(el => el.id || 'thead');
+}"""
+
+
+# MiniBrowser's window (WebKit's WebDriver) is at least 447 px wide: the phone in Firefox only.
+@pytest.mark.parametrize(
+    "size",
+    [
+        pytest.param({"width": 1280, "height": 800}, id="desktop", marks=EVERY_ENGINE),
+        pytest.param(PHONE, id="phone", marks=GECKO_TOO),
+    ],
+)
+def test_a_go_to_message_covers_no_row_and_goes_when_the_field_is_edited(live, page: Page, size):
+    """A QA trial typed `abc` in Go to: the server's message (five lines at 1280x800) floated under
+    the field, over the column headers and the first rows, and stayed there while the field was
+    edited (still quoting 'abc' when it read 'ab'), clicked away from and scrolled. It now lies
+    over the bar's own top and goes when the field is edited, or at a press elsewhere."""
+    given(live, 200)
+    page.set_viewport_size(size)
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(10)).to_be_attached()
+    field = page.locator('form.jump [name="to"]')
+    message = page.locator("#jump-message")
+    go = page.get_by_role("button", name="Go", exact=True)
+    field.fill("abc")
+    go.click()
+    expect(message).to_contain_text("'abc'")
+    expect(field).to_be_focused()
+    assert page.evaluate(UNDER_THE_MESSAGE) == []
+    page.keyboard.press("Backspace")
+    expect(field).to_have_value("ab")
+    expect(message).to_be_empty()
+    expect(field).not_to_have_attribute("aria-invalid", "true")
+    # Refused again, then a press elsewhere (the bar's last line): the message goes, the field
+    # stays marked.
+    go.click()
+    expect(message).to_contain_text("'ab'")
+    page.locator("#find-bar .find-place").click()
+    expect(message).to_be_empty()
+    expect(field).to_have_attribute("aria-invalid", "true")

@@ -181,6 +181,25 @@ document.addEventListener("submit", function (evt) {
   });
 });
 
+// The message answers what was typed: editing the field (or a press elsewhere in the page, the
+// message itself included, but not in the field or on Go) puts it away; the field stays marked
+// invalid until it is edited. It lies over the bar's own top (controls.css), which it would
+// otherwise hide for as long as the page is open.
+function clearJumpMessage(keepInvalid) {
+  var message = document.getElementById("jump-message");
+  if (message && message.textContent) message.textContent = "";
+  if (keepInvalid) return;
+  var input = findBar() && findBar().querySelector('form.jump [name="to"]');
+  if (input) input.removeAttribute("aria-invalid");
+}
+document.addEventListener("input", function (evt) {
+  if (evt.target.closest && evt.target.closest("form.jump")) clearJumpMessage(false);
+});
+document.addEventListener("pointerdown", function (evt) {
+  if (evt.target.closest && evt.target.closest("form.jump label, form.jump button")) return;
+  clearJumpMessage(true);
+}, { passive: true });
+
 // --- Top and End (and the Home / End keys when focus is not in a field) -----------------------
 
 // The footer at any depth, in one action: the rows below wait (else they would arrive above the
