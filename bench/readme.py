@@ -14,6 +14,7 @@ from typing import Any
 
 from . import formatting as fmt
 from .browser_level import wheel_goal
+from .stages import GOAL_CPU_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "performance.md"  # where the numbers live (the README links to it)
@@ -153,6 +154,28 @@ def _export(results: dict[str, Any]) -> str:
     return line
 
 
+def _cost(results: dict[str, Any]) -> str:
+    """Issue 59's in-process figures: a deep page's CPU as a server hands the request over, beside
+    the stack's own page of the same rows and a bare Flask route, measured in the same rounds."""
+    costs = results.get("cost") or []
+    if not costs:
+        return ""
+    label = costs[0]["engine"]
+    names = {"fragment": "a fragment", "json": "a JSON page"}
+    pages = ", ".join(
+        f"{names[c['kind']]} {c['served_ms']:.2f} ms (goal {GOAL_CPU_MS[c['kind']]:.1f}; "
+        f"{c['served_ms'] / c['served_page_ms']:.2f}x the stack's own page)"
+        for c in costs
+    )
+    first = costs[0]
+    return (
+        f"- A request's CPU in-process ({_engine(label)}, a deep page, the WSGI call as a server "
+        f"hands it over): {pages}; `/healthz` {first['served_healthz_ms']:.2f} ms (goal 0.2); "
+        f"the stack's own page {first['served_page_ms']:.2f} ms and a bare Flask route "
+        f"{first['served_hello_ms']:.2f} ms in the same rounds."
+    )
+
+
 def _seeding(results: dict[str, Any]) -> str:
     parts = [
         f"{_engine(label)} {info['seed_seconds']:.1f} s"
@@ -217,6 +240,7 @@ def summary(results: dict[str, Any]) -> str:
         _flatness(results),
         _python(results),
         _http(results),
+        _cost(results),
         _export(results),
         _browser(results),
         _seeding(results),

@@ -13,6 +13,7 @@ from . import formatting as fmt
 from .common import LIMIT
 from .export_level import marginal_rate
 from .floor_app import FLOOR_NAMES
+from .stages import GOAL_CPU_MS
 
 PASS, MISS, NA = "PASS", "MISS", "n/a"
 REFERENCE_ROWS = 300_000  # the table size the seeding targets are written for
@@ -160,6 +161,24 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                 f"HTTP: {point['name']} ≥ {goal:.0%} of the {trivial['name']}'s req/s (same gunicorn)",
                 share >= goal,
                 f"{share:.1%} ({how}; best passes {point['rps']:,.0f} vs {trivial['rps']:,.0f} req/s)",
+            )
+
+    # Issue 59: a page's CPU in-process, as a server hands the request over (the WSGI call; the
+    # test client's own environ and cookie work quoted beside), and /healthz's.
+    for cost in results.get("cost") or []:
+        goal, name = GOAL_CPU_MS[cost["kind"]], fmt.engine_name(cost["engine"])
+        page = {"fragment": "fragment", "json": "JSON page"}[cost["kind"]]
+        add(
+            f"Cost: a deep {page} ≤ {goal:.1f} ms of CPU in-process, the WSGI call ({name})",
+            cost["served_ms"] <= goal,
+            f"{cost['served_ms']:.2f} ms ({cost['cpu_ms']:.2f} through Flask's test client; the stack's "
+            f"own page {cost['served_page_ms']:.2f}, a bare route {cost['served_hello_ms']:.2f})",
+        )
+        if cost["kind"] == "fragment" and "served_healthz_ms" in cost:
+            add(
+                f"Cost: /healthz ≤ 0.2 ms of CPU in-process, the WSGI call ({name})",
+                cost["served_healthz_ms"] <= 0.2,
+                f"{cost['served_healthz_ms']:.2f} ms ({cost['healthz_ms']:.2f} through Flask's test client)",
             )
 
     exports = {(e["engine"]): e for e in results["export"]}
