@@ -260,6 +260,35 @@ def test_a_value_the_sort_cannot_hold_is_an_inline_message_and_the_list_stays(li
     expect(page).to_have_url(live.url + "/orders?sort=amount")
 
 
+def test_a_search_the_app_refuses_is_the_boxs_message_and_the_list_stays(live, page: Page):
+    # It was a 400 error page in place of the whole list (a user trial). Now the list stays, from
+    # its top, and the box says what was wrong and what is allowed, the text kept and focused.
+    given(live, 60)
+    page.goto(live.url + "/orders?sort=amount")
+    first = page.locator(ROWS).first.get_attribute("data-id")
+    box = page.get_by_role("searchbox")
+    for typed, said in [
+        ("a b c d e f g h i j k", "Search takes at most 10 words, not 11."),
+        ("!!!", "Search needs letters or digits: the rest only separates words."),
+    ]:
+        box.fill(typed)
+        box.press("Enter")
+        expect(page.locator("#search-message")).to_have_text(said)
+        expect(page.locator(".error-page")).to_have_count(0)
+        expect(box).to_have_value(typed)
+        expect(box).to_have_attribute("aria-invalid", "true")
+        expect(box).to_have_accessible_description(said)
+        expect(box).to_be_focused()
+        expect(page.get_by_label("Sort")).to_have_value("amount")
+        expect(page.locator(ROWS).first).to_have_attribute("data-id", first)
+    # The list goes on as the list it is: its next rows come as the reader scrolls (a sentinel
+    # that kept the refused search would bring an error row instead).
+    shown = page.locator(ROWS).count()
+    page.locator(ROWS).last.scroll_into_view_if_needed()
+    page.wait_for_function("n => document.querySelectorAll('#rows > tr[data-id]').length > n", arg=shown)
+    expect(page.locator("tr.error-row")).to_have_count(0)
+
+
 def test_arrow_keys_on_sort_do_not_navigate_and_apply_keeps_the_focus(live, page: Page):
     given(live, 60)
     page.goto(live.url + "/orders")

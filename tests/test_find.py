@@ -12,11 +12,13 @@ from decimal import Decimal
 
 import pytest
 from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from orders.data.models import STATUSES, Order
 from orders.data.names import name_key
 from orders.data.seed import CUSTOMERS, seed_orders
+from orders.finding import reader
 from orders.finding.estimates import Estimates, estimate, rounded
 
 from .helpers import BASE, add_orders, walk_api
@@ -106,10 +108,73 @@ def test_an_order_number_opens_that_order_or_says_it_is_not_there(client, engine
     assert [int(i["id"]) for i in walk_api(client, q=str(ids[3]))] == [ids[3]]
 
 
-@pytest.mark.parametrize("query", ["q=" + "a" * 65, "q=%CC%81", "q=a&q=b"])
+@pytest.mark.parametrize(
+    "query", ["q=" + "a" * 65, "q=%CC%81", "q=a&q=b", "q=a+b+c+d+e+f+g+h+i+j+k", "q=!!!"]
+)
 def test_bad_searches_are_400(client, query):
     response = client.get("/api/orders?" + query)
     assert response.status_code == 400 and response.json["error"]["code"] == "invalid_parameter"
+
+
+# Searches the app refuses, and what the box says of each (its own sentence; the API's 400 names q).
+REFUSED = {
+    "a b c d e f g h i j k": "Search takes at most 10 words, not 11.",
+    "!!!": "Search needs letters or digits: the rest only separates words.",
+    "---": "Search needs letters or digits: the rest only separates words.",
+    "a" * 65: "Search takes an order number or a name of at most 64 characters, not 65.",
+}
+
+
+@pytest.mark.parametrize("typed", list(REFUSED))
+def test_a_search_the_app_refuses_is_the_boxs_message_over_the_list(client, engine, typed):
+    # A user trial: 11 words, or no letters at all, replaced the whole list page with a 400 error
+    # page. The list page stays, as for an order number no order has: the same list without the
+    # search, from its top (its sort and status kept), the box keeping what was typed, marked
+    # invalid and described by its message; a 400 still, since the search was not run.
+    seed_names(engine)
+    args = {"sort": "customer", "status": "paid"}
+    unsearched = client.get("/orders", query_string=args).get_data(as_text=True)
+    page = client.get("/orders", query_string={**args, "q": typed})
+    html = page.get_data(as_text=True)
+    assert page.status_code == 400, html[:500]
+    assert ROW_ID.findall(html) == ROW_ID.findall(unsearched) != []
+    message = re.search(r'<p class="field-message" id="search-message" role="alert">([^<]*)</p>', html)
+    assert message is not None and message.group(1) == REFUSED[typed], html[:3000]
+    box = re.search(r'<input name="q" type="search"[^>]*>', html)
+    assert box is not None
+    assert f'value="{typed}"' in box.group() and 'aria-invalid="true"' in box.group()
+    assert 'aria-describedby="search-message"' in box.group()
+    # Nothing else carries the refused search on: no form, no link (next page, Top, End, sort).
+    assert html.count('name="q"') == 1 and not re.search(r'href="[^"]*[?&;]q=', html)
+    assert "sort=customer" in html and "status=paid" in html
+    # The API's answer is as it was: a 400 with its code, naming the parameter.
+    api = client.get("/api/orders", query_string={"q": typed})
+    assert api.status_code == 400 and api.json["error"]["code"] == "invalid_parameter"
+    assert api.json["error"]["message"].startswith("q "), api.json
+    # A fragment request gets the error row (never a page swapped into the list); a boosted
+    # navigation or a history restore, the page with the message.
+    fragment = client.get("/orders", query_string={"q": typed}, headers={"HX-Request": "true"})
+    row = fragment.get_data(as_text=True)
+    assert fragment.status_code == 400 and row.lstrip().startswith("<tr") and "error-row" in row
+    for headers in ({"HX-Request": "true", "HX-Boosted": "true"}, {"HX-History-Restore-Request": "true"}):
+        whole = client.get("/orders", query_string={"q": typed}, headers=headers)
+        assert whole.status_code == 400 and REFUSED[typed] in whole.get_data(as_text=True), headers
+    # A list opened in place (scroll-window.js open()) is not swapped on a 400: it reads the message.
+    opened = client.get(
+        "/orders", query_string={"q": typed}, headers={"HX-Request": "true", "HX-Request-Type": "full"}
+    )
+    assert opened.status_code == 400 and 'class="error-message">q ' in opened.get_data(as_text=True)
+    assert client.get("/orders/new", query_string={"q": typed}).status_code == 400
+
+
+def test_a_refused_searchs_page_when_the_database_does_not_answer_is_the_503(client, monkeypatch):
+    # That page is read in an error handler, where an exception is a bare 500 unless answered.
+    def no_connection(*args, **kwargs):
+        raise PoolTimeout("no connection within the pool's timeout")
+
+    monkeypatch.setattr(reader, "page", no_connection)
+    response = client.get("/orders", query_string={"q": "!!!"})
+    assert response.status_code == 503 and "Retry-After" in response.headers
 
 
 @pytest.mark.parametrize("number", ["0", "#00", "99999999999999999999", "9223372036854775808"])

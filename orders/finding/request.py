@@ -90,6 +90,20 @@ class _NoCodec(CursorCodec):
 _NO_CODEC = _NoCodec()
 
 
+class RefusedSearch(InvalidParameter):
+    """A search the box cannot run (orders/finding/search.py SearchError): a 400 like any bad
+    parameter, its message naming `q`, which also holds what the list page shows instead of an
+    error page (orders/views/list_page.py): the text typed, why it is refused in a reader's words
+    (`reason`), and `listing`, the same list without the search, from its top (sort, status and
+    page size kept; a cursor or a go-to of the refused search dropped)."""
+
+    def __init__(self, err: SearchError, text: str, listing: ListRequest) -> None:
+        super().__init__(str(err))
+        self.text = text
+        self.reason = err.reason
+        self.listing = listing
+
+
 @dataclass(frozen=True)
 class ListRequest:
     """What a list read asks for, and everything reading it needs: nothing else is consulted
@@ -138,9 +152,15 @@ class ListRequest:
         limit = parse_int(args, "limit", default_limit, 1, MAX_LIMIT)
         try:
             cursor, direction = cursor_side(single(args, "after"), single(args, "before"))
-            search = Search.parse(single(args, "q"))
-        except (PaginationError, SearchError) as err:
+        except PaginationError as err:
             raise InvalidParameter(str(err)) from None
+        typed = single(args, "q")
+        try:
+            search = Search.parse(typed)
+        except SearchError as err:
+            # Every other parameter a list page keeps is read by now: the list without the search.
+            unsearched = cls(sort, status, limit, sharded=sharded, codec=codec, limit_chosen="limit" in args)
+            raise RefusedSearch(err, (typed or "").strip(), unsearched) from None
         to = single(args, "to")
         goto = None
         if to is not None:

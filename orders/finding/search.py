@@ -72,7 +72,14 @@ _ON_ORDER = WORDS.c.id == Order.__table__.c.id
 
 
 class SearchError(ValueError):
-    """A search the box cannot run; the message says why (a 400 from request.py)."""
+    """A search the box cannot run. The message names the parameter (`q`, or go-to's `to`: a 400
+    from request.py or goto.py); `reason` says the same without it, for a sentence whose subject
+    the reader knows (the search box's own message: "Search takes at most 10 words, not 11",
+    templates/orders.html). One home for each limit and its words: here."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} {reason}")
+        self.reason = reason
 
 
 def query_words(key: str) -> tuple[str, ...]:
@@ -101,7 +108,9 @@ class Search:
         if not text:
             return None
         if len(text) > MAX_SEARCH:
-            raise SearchError(f"q is an order number or a name of at most {MAX_SEARCH} characters")
+            raise SearchError(
+                "q", f"takes an order number or a name of at most {MAX_SEARCH} characters, not {len(text)}"
+            )
         number = _NUMBER.fullmatch(text) if text.isascii() else None
         if number:
             # A number outside the ids (0, or past BIGINT) is still an order number: one that no
@@ -114,9 +123,9 @@ class Search:
         """The words `text` (parameter `name`) searches for, or SearchError."""
         words = query_words(name_key(text))
         if not words:
-            raise SearchError(f"{name} has no letters or digits to search for")
+            raise SearchError(name, "needs letters or digits: the rest only separates words")
         if len(words) > MAX_WORDS:
-            raise SearchError(f"{name} has {len(words)} words; search for at most {MAX_WORDS}")
+            raise SearchError(name, f"takes at most {MAX_WORDS} words, not {len(words)}")
         return words
 
     def plus(self, words: tuple[str, ...]) -> Search:

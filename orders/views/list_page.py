@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from urllib.parse import urlencode
 
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
@@ -15,8 +16,9 @@ from orders.data.db import get_session
 from orders.finding import reader
 from orders.finding.estimates import estimate, rounded
 from orders.finding.params import InvalidParameter, parse_int
-from orders.finding.request import ListRequest, PageLinks
+from orders.finding.request import ListRequest, PageLinks, RefusedSearch
 from orders.web import htmx
+from orders.web.read_routing import ReadPolicy
 from orders.web.routes import list_read
 
 bp = Blueprint("list_page", __name__)
@@ -83,9 +85,40 @@ def _goto(listing: ListRequest) -> ResponseReturnValue:
 @bp.get("/orders")
 @list_read
 def orders(listing: ListRequest) -> ResponseReturnValue:
-    cfg = current_app.config
     if listing.goto is not None:
         return _goto(listing)
+    return _page(listing)
+
+
+@bp.errorhandler(RefusedSearch)
+def refused_search(refused: RefusedSearch) -> ResponseReturnValue:
+    """A search the box cannot run (11 words, no letters): the list page, not an error page in its
+    place. The list is the same list without the search, from its top, read as any list page is
+    (the app's read policy, orders/web/read_routing.py); the box keeps the text, marked invalid,
+    with its message. A 400, as the missing order's page is a 404: the search was not run, and a
+    client or a check that reads the status learns so, while a browser shows the page all the same.
+
+    Only a page: a fragment asks for rows to put in a list, and `HX-Request-Type: full`
+    (static/js/scroll-window.js open()) for a list to put in place of the one shown: both get the
+    error answer every bad parameter gets, which neither swaps into the list; so does /orders/new.
+    The API and the export are other blueprints: their 400s are as they were (orders/web/errors.py)."""
+    part_of_a_list = htmx.classify() in (htmx.Kind.FRAGMENT, htmx.Kind.FULL)
+    if request.endpoint != "list_page.orders" or part_of_a_list:
+        return current_app.handle_user_exception(InvalidParameter(str(refused)))
+    policy: ReadPolicy = current_app.extensions["read_policy"]
+    try:
+        page: ResponseReturnValue = policy.run(partial(_page, refused=refused), "page", refused.listing)
+    except Exception as err:
+        # Raised in an error handler, it would be a bare 500: the app's handlers answer it (a
+        # database not answering is a 503 with Retry-After here too).
+        return current_app.handle_user_exception(err)
+    return page
+
+
+def _page(listing: ListRequest, refused: RefusedSearch | None = None) -> ResponseReturnValue:
+    """The list page, or its rows alone for a fragment request; `refused`: shown in place of a
+    search the box could not run (refused_search)."""
+    cfg = current_app.config
     search = listing.search
     missing_order = None
     # `page` numbers the pages of this walk downwards: it decides when the automatic loads stop
@@ -138,12 +171,14 @@ def orders(listing: ListRequest) -> ResponseReturnValue:
             "top_url": urls["top"],
             "end_url": urls["end"],
             "missing_order": missing_order,
+            "refused": refused,
             # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
             "estimates": None if search else estimate(get_session()),
             "rounded": rounded,
         }
     )
-    return render_template("orders.html", **context), 404 if missing_order is not None else 200
+    status = 400 if refused is not None else 404 if missing_order is not None else 200
+    return render_template("orders.html", **context), status
 
 
 @bp.get("/orders/new")
