@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
+from werkzeug.http import parse_options_header
 
 from orders.data.models import STATUSES, Order
 from orders.data.names import name_key
@@ -191,6 +192,46 @@ def test_an_order_number_no_order_can_have_is_a_search_that_finds_nothing(client
     assert walk_api(client, q=number) == []
     export = client.get("/orders/export.csv", query_string={"q": number})
     assert export.status_code == 200 and export.get_data(as_text=True).count("\n") == 1  # the header alone
+
+
+def test_the_export_of_a_search_is_named_for_it(client, engine):
+    # A search's CSV was saved as orders-newest.csv, the whole list's name: the name says it is
+    # filtered, by the words typed made safe for a header and a file system (letters and digits,
+    # joined by "-"); not ASCII, an ASCII name for old clients and the name itself as filename*
+    # (RFC 6266, RFC 5987).
+    seed_names(engine)
+
+    def disposition(**args: str) -> str:
+        response = client.get("/orders/export.csv", query_string=args)
+        assert response.status_code == 200, response.get_data(as_text=True)[:300]
+        return response.headers["Content-Disposition"]
+
+    assert disposition() == 'attachment; filename="orders-newest.csv"'
+    assert disposition(sort="customer", status="paid") == 'attachment; filename="orders-customer-paid.csv"'
+    assert disposition(q="fre  URS") == 'attachment; filename="orders-newest-search-fre-URS.csv"'
+    assert disposition(q="#12") == 'attachment; filename="orders-newest-search-12.csv"'
+    assert disposition(q="Úrsula", status="paid") == (
+        'attachment; filename="orders-newest-paid-search-Ursula.csv"; '
+        "filename*=UTF-8''orders-newest-paid-search-%C3%9Arsula.csv"
+    )
+    assert disposition(q="李 ana") == (
+        'attachment; filename="orders-newest-search-ana.csv"; '
+        "filename*=UTF-8''orders-newest-search-%E6%9D%8E-ana.csv"
+    )
+    assert disposition(q="李") == (
+        'attachment; filename="orders-newest-search.csv"; '
+        "filename*=UTF-8''orders-newest-search-%E6%9D%8E.csv"
+    )
+    # Quotes, separators and paths typed end nowhere but between words.
+    hostile = disposition(q='ana"; filename=x.exe /../\\ \u202e')
+    assert hostile == 'attachment; filename="orders-newest-search-ana-filename-x-exe.csv"'
+    assert parse_options_header(hostile) == (
+        "attachment",
+        {"filename": "orders-newest-search-ana-filename-x-exe.csv"},
+    )
+    # A long search is cut to a name a file system keeps.
+    long = parse_options_header(disposition(q="Maximiliano " * 5))[1]["filename"]
+    assert long == "orders-newest-search-Maximiliano-Maximiliano-Maximiliano-Maxi.csv"
 
 
 def test_the_search_term_is_in_the_url_and_the_box(client, engine):
