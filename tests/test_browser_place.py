@@ -100,6 +100,9 @@ def test_back_keeps_no_snapshot_and_returns_to_the_same_row_by_one_request(live,
     page.go_back()
     expect_on_top(page, order_id)
     assert len(restores) == 1 and f"#order-{order_id}" not in restores[0]  # the page, at its position
+    # The row is where the reader left it, not marked as a go-to's target (the address named it
+    # only to keep the place).
+    expect(page.locator(f"#order-{order_id}")).not_to_have_class(TARGET)
     ids = ids_on_screen(page)
     assert len(ids) == len(set(ids))
 
@@ -115,6 +118,9 @@ HELD = (
 ROW_TOP = (
     "id => { const r = document.getElementById('order-' + id); return r && r.getBoundingClientRect().top; }"
 )
+
+
+TARGET = re.compile(r"\bis-target\b")  # the mark of the row a go-to (or a link made for it) names
 
 
 @EVERY_ENGINE
@@ -161,6 +167,9 @@ def test_reload_and_a_copied_url_open_at_the_row_on_top(live, page: Page, browse
     url = page.url
     page.reload()
     expect_on_top(page, order_id)
+    # A place kept, not a go-to's target: no mark (the user trial: every reload after scrolling
+    # showed the row on top highlighted as if it had been gone to).
+    expect(page.locator(f"#order-{order_id}")).not_to_have_class(TARGET)
     # Rows above it load as the reader scrolls up; nothing twice, all in order.
     page.mouse.wheel(0, -3000)
     expect(page.locator(ROWS).first).not_to_have_attribute("data-id", order_id)
@@ -170,6 +179,7 @@ def test_reload_and_a_copied_url_open_at_the_row_on_top(live, page: Page, browse
     shared = other.new_page()
     shared.goto(url)
     expect_on_top(shared, order_id)
+    expect(shared.locator(f"#order-{order_id}")).to_have_class(TARGET)  # the row the link names
     other.close()
     # Without JavaScript the same address is a page starting at that row's page, links both ways,
     # the row in view and covered by nothing (a sticky bar of a guessed height covered 58 of its

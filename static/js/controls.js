@@ -132,8 +132,16 @@ function describe(row) {
   var cells = row.querySelectorAll("td");
   return Array.prototype.map.call(cells, function (td) { return td.textContent.trim(); }).join(", ");
 }
+// The row a go-to landed on is kept in the entry's state (`ordersTarget`), which the address's
+// replacements keep: a reload marks it again while the address still names it, and no other.
+function target(id) {
+  var state = Object.assign({}, history.state, { ordersList: true });
+  if (id) state.ordersTarget = id; else delete state.ordersTarget;
+  history.replaceState(state, "");
+}
 function mark(row, why) {
   document.querySelectorAll("#rows tr.is-target").forEach(function (r) { r.classList.remove("is-target"); });
+  target(row && row.dataset.id);
   if (!row) return;
   row.classList.add("is-target");
   row.setAttribute("aria-current", "location");
@@ -322,13 +330,16 @@ function showPosition(row) {
 document.addEventListener("orders:place", function (evt) { showPosition(evt.detail.row); });
 document.addEventListener("orders:opened", function (evt) { showPosition(evt.detail.row); });
 
-// Opened at a named row (reload, shared link after a go to): mark it too.
+// Opened at a named row: marked when the address was made for it (a link opened afresh, shared
+// or typed: no state) or a go-to landed on it (reloaded); not the row a reload or Back finds
+// where the reader had scrolled, which the address named only to keep the place.
 (function markNamed() {
   var match = /^#order-(\d+)$/.exec(location.hash);
   if (!match) { showPosition(list.firstVisibleRow()); return; }
   var row = document.getElementById("order-" + match[1]);
   if (!row) return;
-  row.classList.add("is-target");
+  var state = history.state;
+  if (!(state && state.ordersList) || state.ordersTarget === match[1]) row.classList.add("is-target");
   showPosition(row);
   // The scroll window landed it before the bar was measured (this module runs after it): again,
   // now that the top of the list area is known.
