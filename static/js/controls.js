@@ -91,8 +91,14 @@ function tucked(yes) {
 window.addEventListener("wheel", function (evt) {
   if (evt.deltaY) tucked(evt.deltaY > 0 && !evt.ctrlKey);
 }, { passive: true });
+// A finger on the rail's handle (rail.js) drags the handle, not the page: moving it down is no
+// scroll up, and bringing the bar back mid-drag moved the rail (it hangs below the bar) away from
+// under the finger. Such a touch is not followed.
 var touchY = null;
-window.addEventListener("touchstart", function (evt) { touchY = evt.touches[0].clientY; }, { passive: true });
+window.addEventListener("touchstart", function (evt) {
+  var onRail = evt.target.closest && evt.target.closest("#rail");
+  touchY = onRail ? null : evt.touches[0].clientY;
+}, { passive: true });
 window.addEventListener("touchmove", function (evt) {
   var y = evt.touches[0].clientY;
   if (touchY !== null && Math.abs(y - touchY) > 8) { tucked(y < touchY); touchY = y; }

@@ -24,8 +24,9 @@ var value = 0;              // the bucket the slider names
 var placeValue = 0;         // the bucket the reader is in
 var placeAt = 0;            // the reader's place on the rail, 0 to 1
 var dragging = false;
-var dragBox = null;         // the rail's box when the drag began: the sticky bar moving (tucked
-                            // by the same finger) does not move the buckets under it
+var dragBox = null;         // the rail's box when the drag began: should the sticky bar move
+                            // meanwhile, the buckets under the finger stay (a finger on the rail
+                            // is no scroll to the bar: controls.js)
 var keyTimer = 0, awakeTimer = 0;
 var etag = null;
 
