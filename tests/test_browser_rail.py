@@ -310,6 +310,42 @@ def test_keys_on_the_focused_rail_pick_a_bucket_and_open_it(live, browser):
     context.close()
 
 
+FOCUSED_ROW = "() => document.activeElement?.closest('#rows > tr[data-id]')?.dataset.id ?? null"
+
+
+def test_after_a_jump_by_the_keys_the_next_tab_goes_on_from_the_landed_row(live, browser):
+    """Enter on the rail opens the bucket with the focus on its first row, as a go-to does: the
+    next Tab is that row's link, not the link of the page's first row (about 40 rows above it,
+    3 of 3 in a user trial). A pause opens it too, and the rail keeps the focus (the reader may be
+    picking on), and Tab from it goes to the landed row's link too."""
+    given(live)
+    context, page, rail = open_rail(live, browser)
+    parts = buckets(page, live)
+    rail.focus()
+    rail.evaluate(
+        "r => ['ArrowDown', 'ArrowDown', 'ArrowDown'].forEach(key =>"
+        " r.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true, cancelable: true})))"
+    )
+    page.keyboard.press("Enter")
+    first = first_of(live, parts[3])
+    landed(page, first)
+    settled(page)
+    assert page.locator(ROWS).first.get_attribute("data-id") != str(first), "no rows above: a weak test"
+    page.keyboard.press("Tab")
+    assert page.evaluate(FOCUSED_ROW) == str(first), page.evaluate("document.activeElement.outerHTML")
+    expect(page.locator(f"#order-{first} a").first).to_be_focused()
+    # The keys and a pause: the rail keeps the focus, and Tab goes on from the landed row.
+    rail.focus()
+    page.keyboard.press("ArrowDown")
+    first = first_of(live, parts[4])
+    landed(page, first)
+    settled(page)
+    expect(rail).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator(f"#order-{first} a").first).to_be_focused()
+    context.close()
+
+
 def remove(live: Any, order_id: int) -> None:
     """Deletes an order: in the database, or through a deployment's API."""
     if live.app is None:

@@ -29,6 +29,7 @@ var dragBox = null;         // the rail's box when the drag began: should the st
                             // is no scroll to the bar: controls.js)
 var keyTimer = 0, awakeTimer = 0;
 var etag = null;
+var landedRow = null;       // the row a pause's jump landed on, while the rail keeps the focus
 
 function kind() { return links.dataset.kind; }
 function descending() { return links.dataset.descending === "1"; }
@@ -153,19 +154,43 @@ function bucketAt(at) {
 
 // --- Jumping: one request, on release ----------------------------------------------------------
 
-function jump(i) {
+// The focus after a jump, as after a go-to: on the landed row, so that the next Tab goes on from
+// there (it went from the rail to the page's first row, about 40 rows above). Not after a pause
+// of the keys: the reader may be picking on (a screen reader's reading of a bucket outlasts the
+// pause), so the rail keeps the focus, and Tab from it goes to the landed row. Neither when the
+// reader has since moved the focus (`had`: where it was when the jump began), or picks again.
+function focusLanded(row, how, had) {
+  var active = document.activeElement;
+  var moved = active !== had && !!had && had.isConnected && active && active !== document.body;
+  if (!row || keyTimer || moved) return;
+  if (how === "pause") { landedRow = active === rail ? row : null; return; }
+  row.focus({ preventScroll: true });
+}
+function tabToLanded(evt) {
+  var row = landedRow;
+  landedRow = null;
+  if (!row || !row.isConnected || evt.shiftKey || evt.altKey || evt.ctrlKey || evt.metaKey) return;
+  evt.preventDefault();
+  (row.querySelector("a[href], button, [tabindex='0']") || row).focus({ preventScroll: true });
+}
+
+// `how`: "pointer" (a drag released), "enter" or "pause" (the keys).
+function jump(i, how) {
   clearTimeout(keyTimer);
   keyTimer = 0;
+  landedRow = null;
   var b = buckets[i];
   if (!b) return;
   var list = window.ordersList;
   if (!list || !list.open) { location.assign(b.href); return; }
   rail.classList.add("is-jumping");
+  var had = document.activeElement;
   list.open(b.href, { focus: false }).then(function (result) {
     rail.classList.remove("is-jumping");
     var row = result.row;
     announce("Went to " + b.label + (row ? ": order #" + row.dataset.id : "") + ".", "find-status");
     show(i, b.start);
+    focusLanded(row, how, had);
     refresh();
   }, function (err) {
     rail.classList.remove("is-jumping");
@@ -200,7 +225,7 @@ function onUp(evt) {
   rail.classList.remove("is-dragging");
   var at = atPointer(evt);
   dragBox = null;
-  jump(bucketAt(at));
+  jump(bucketAt(at), "pointer");
 }
 function onCancel() {
   if (!dragging) return;
@@ -214,6 +239,7 @@ function onCancel() {
 
 var STEPS = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
 function onKey(evt) {
+  if (evt.key === "Tab") { tabToLanded(evt); return; }
   if (evt.altKey || evt.ctrlKey || evt.metaKey || !buckets.length) return;
   var last = buckets.length - 1, page = Math.max(1, Math.round(buckets.length / 10)), next = null;
   if (evt.key in STEPS) next = value + STEPS[evt.key];
@@ -221,7 +247,7 @@ function onKey(evt) {
   else if (evt.key === "PageUp") next = value - page;
   else if (evt.key === "Home") next = 0;
   else if (evt.key === "End") next = last;
-  else if (evt.key === "Enter" || evt.key === " ") { evt.preventDefault(); evt.stopPropagation(); jump(value); return; }
+  else if (evt.key === "Enter" || evt.key === " ") { evt.preventDefault(); evt.stopPropagation(); jump(value, "enter"); return; }
   else return;
   // The page's own keys (Home and End open Top and End, arrows move between rows) stay out.
   evt.preventDefault();
@@ -229,7 +255,8 @@ function onKey(evt) {
   next = Math.min(last, Math.max(0, next));
   show(next, middle(next));
   clearTimeout(keyTimer);
-  keyTimer = setTimeout(function () { jump(value); }, KEY_PAUSE_MS);
+  landedRow = null;
+  keyTimer = setTimeout(function () { jump(value, "pause"); }, KEY_PAUSE_MS);
 }
 
 // --- The reader's place --------------------------------------------------------------------------
@@ -314,6 +341,7 @@ function init() {
   rail.addEventListener("pointercancel", onCancel);
   rail.addEventListener("lostpointercapture", onCancel);
   rail.addEventListener("keydown", onKey);
+  rail.addEventListener("blur", function () { landedRow = null; });
   var first = window.ordersList && window.ordersList.firstVisibleRow && window.ordersList.firstVisibleRow();
   place(first || document.querySelector("#rows > tr[data-id]"));
 }
