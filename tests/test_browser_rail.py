@@ -32,7 +32,17 @@ from orders.data.names import name_key
 from orders.data.seed import CUSTOMERS
 from orders.finding.rail import initial_of
 
-from .live import ON_TOP, ROWS, add_orders_to, api_first, api_json, engine_of, settled
+from .live import (
+    FIRST_IN_VIEW,
+    ON_TOP,
+    ROWS,
+    add_orders_to,
+    api_first,
+    api_json,
+    engine_of,
+    scroll_still,
+    settled,
+)
 
 pytestmark = pytest.mark.browser
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -343,6 +353,44 @@ def test_after_a_jump_by_the_keys_the_next_tab_goes_on_from_the_landed_row(live,
     expect(rail).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.locator(f"#order-{first} a").first).to_be_focused()
+    context.close()
+
+
+# The reader's place mark's offset down bucket `i`, as a share of the bucket's height.
+MARK_IN_BUCKET = """i => {
+    const part = document.querySelector(`#rail .rail-bucket[data-index="${i}"]`).getBoundingClientRect();
+    const mark = document.querySelector('#rail .rail-place').getBoundingClientRect();
+    return (mark.top + mark.height / 2 - part.top) / part.height; }"""
+
+
+def test_the_place_mark_follows_the_rows_span_in_a_bucket_not_the_calendars(live, browser):
+    """A month whose orders fill only its first week: its newest row is at the top of its bucket
+    (the mark was put by the calendar, about 80% down, 3 of 3 in a user trial) and its oldest at
+    the bottom. Eleven months before it, none dense enough to be split into weeks."""
+    engine = engine_of(live)
+    months = [dt.datetime(2025 + (11 + m) // 12, (11 + m) % 12 + 1, 1, tzinfo=dt.UTC) for m in range(11)]
+    times = [start + dt.timedelta(hours=11 * i) for start in months for i in range(60)]  # Dec to Oct
+    week = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    times += [week + dt.timedelta(minutes=10 + 165 * i) for i in range(60)]  # 1 Nov 00:10 to 7 Nov 18:25
+    with Session(engine) as session:
+        session.add_all(
+            Order(customer=CUSTOMERS[i % 9], amount=Decimal(i % 900 + 1), status="paid", created_at=t)
+            for i, t in enumerate(times)
+        )
+        session.commit()
+    context, page, rail = open_rail(live, browser)
+    expect(page.locator("#rail-links a[data-count]").first).to_have_attribute("data-label", "November 2026")
+    expect(rail).to_have_class(re.compile("has-place"))
+    newest = page.evaluate(MARK_IN_BUCKET, 0)
+    assert newest <= 0.1, f"the newest row of a month of one week shows {newest:.0%} down its bucket"
+    # The bucket's oldest row (1 November, 00:10), opened by a go-to: at the bottom.
+    with Session(engine) as session:
+        oldest_id = str(session.scalars(select(Order.id).where(Order.created_at == times[-60])).one())
+    page.goto(live.url + "/orders?to=2026-11-01T00:10:00Z")
+    page.wait_for_function(f"id => ({FIRST_IN_VIEW})() === id", arg=oldest_id)
+    scroll_still(page)
+    oldest = page.evaluate(MARK_IN_BUCKET, 0)
+    assert oldest >= 0.9, f"the oldest row of a month of one week shows {oldest:.0%} down its bucket"
     context.close()
 
 

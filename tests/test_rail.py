@@ -172,10 +172,26 @@ def check_rail(client: Any, engine: Engine, sort: str, status: str | None) -> No
         page = client.get("/api/orders", query_string={**query, "after": bucket["cursor"], "limit": 1}).json
         assert page["items"][0]["id"] == str(mine[0].id), (sort, status, bucket["label"])
         firsts.append(mine[0].id)
+        check_span(bucket, sort, [first_key(o, sort) for o in mine])
     assert sorted(held) == sorted(o.id for o in orders), "every order in exactly one bucket"
     # The buckets in the list's order: each one's first row comes after the one before's.
     positions = {o.id: i for i, o in enumerate(orders)}
     assert [positions[i] for i in firsts] == sorted(positions[i] for i in firsts)
+
+
+def check_span(bucket: dict[str, Any], sort: str, values: list[Any]) -> None:
+    """The bucket's span holds its orders, within its range; a date bucket's runs from the day of
+    its earliest order to the end of its latest's (where the rail marks a place in it)."""
+    span = {"low": bucket["span_low"], "high": bucket["span_high"]}
+    assert all(in_bucket(v, span, sort) for v in values), (sort, bucket)
+    (low, high), (span_low, span_high) = low_high(bucket, sort), low_high(span, sort)
+    assert low <= span_low and (high is None or (span_high is not None and span_high <= high)), bucket
+    if SORTS[sort].goto == "datetime":
+        days = sorted(v.astimezone(UTC).date() for v in values)
+        assert span_low == dt.datetime.combine(days[0], dt.time(), UTC), (bucket, days[0])
+        assert span_high == dt.datetime.combine(days[-1] + dt.timedelta(days=1), dt.time(), UTC), bucket
+    elif SORTS[sort].goto == "name":
+        assert (span_low, span_high) == (low, high), bucket
 
 
 @pytest.fixture

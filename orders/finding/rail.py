@@ -70,6 +70,11 @@ class Bucket:
     low: str  # ISO 8601 (UTC) for a date, an amount, a name prefix
     high: str | None
     cursor: str  # an `after` cursor: the list opened there starts at the bucket's first row
+    # The part of [low, high) its orders fill, as finely as the counts know it (from the first
+    # day, or amount bin, with an order of the status to the end of the last one): where the rail
+    # marks the reader's place within the bucket. A month with a week of orders is that week.
+    span_low: str
+    span_high: str | None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +85,8 @@ class Bucket:
             "low": self.low,
             "high": self.high,
             "cursor": self.cursor,
+            "span_low": self.span_low,
+            "span_high": self.span_high,
         }
 
     @property
@@ -137,8 +144,9 @@ def build(listing: ListRequest, connection: Connection) -> Rail:
         return Rail(rail.sort, rail.status, kind, rail.unit, note=SHARDS_NOTE)
     n = RailCount.n
     own = n if listing.status is None else case((RailCount.status == listing.status, n), else_=0)
+    filled: dict[str, tuple[str, str]] = {}  # a whole month's first and last day with orders
     if kind == "datetime":
-        whole, mine = _month_sums(connection, own)
+        whole, mine, filled = _month_sums(connection, own)
     else:
         whole, mine = _sums(connection, FAMILY[kind], own, RailCount.bucket)
     ranges = _LAYOUTS[kind](whole)
@@ -152,7 +160,8 @@ def build(listing: ListRequest, connection: Connection) -> Rail:
         if descending and r.high_value is None:
             first = r.top
         cursor = _cursor(listing.codec, listing.sort_name, listing.status, first)
-        buckets.append(Bucket(r.key, r.label, r.short, count, r.low, r.high, cursor))
+        span_low, span_high = _SPANS[kind](r, mine, filled)
+        buckets.append(Bucket(r.key, r.label, r.short, count, r.low, r.high, cursor, span_low, span_high))
     if descending:
         buckets.reverse()
     return Rail(rail.sort, rail.status, kind, rail.unit, buckets)
@@ -181,21 +190,38 @@ _MONTH = func.substr(RailCount.bucket, literal_column("1"), literal_column("7"))
 
 def _month_sums(
     connection: Connection, own: SQLColumnExpression[Any]
-) -> tuple[dict[str, int], dict[str, int]]:
+) -> tuple[dict[str, int], dict[str, int], dict[str, tuple[str, str]]]:
     """The date rails' counts: each month's, and each day's of the months dense enough to be
-    split (DENSE_SHARE). Summed by the database per month first: years of orders are tens of
-    rows to read and lay out rather than hundreds of days (11 ms at 3 million orders read per
-    day, most of it Python's). Two statements: a write committed between them may be in one and
-    not the other, as a write in flight is (the rail is exact once it has landed)."""
+    split (DENSE_SHARE); and each month's first and last day with an order of the status (where
+    the rail marks a place in it). Summed by the database per day, then per month: years of
+    orders are tens of rows to read and lay out rather than hundreds of days (11 ms at 3 million
+    orders read per day, most of it Python's). Two statements: a write committed between them
+    may be in one and not the other, as a write in flight is (the rail is exact once it has
+    landed).
+
+    Per day first, so that the first and last day are exact: a day's rows may count an order
+    that has gone since the last fold (the folded row counts it, a stripe takes it away), and the
+    rows' own least and greatest day named such days (0.4 ms more at 3 million orders than the
+    sums alone; per day, 0.8 ms)."""
     family = FAMILY["datetime"]
-    whole, mine = _sums(connection, family, own, _MONTH)
+    by_day = select(
+        RailCount.bucket.label("day"), func.sum(RailCount.n).label("whole"), func.sum(own).label("mine")
+    )
+    day = by_day.where(RailCount.family == family).group_by(RailCount.bucket).subquery()
+    of_month = func.substr(day.c.day, literal_column("1"), literal_column("7"))
+    has = case((day.c.mine > 0, day.c.day))  # a day with an order of the status
+    by_month = select(of_month, func.sum(day.c.whole), func.sum(day.c.mine), func.min(has), func.max(has))
+    rows = connection.execute(by_month.group_by(of_month)).all()
+    whole = {m: int(n) for m, n, _, _, _ in rows}
+    mine = {m: int(n) for m, _, n, _, _ in rows}
+    filled = {m: (first, last) for m, _, _, first, last in rows if first is not None}
     total = sum(n for n in whole.values() if n > 0)
     dense = sorted(month for month, n in whole.items() if n > total * DENSE_SHARE)
     if dense:
         days_whole, days_mine = _sums(connection, family, own, RailCount.bucket, _MONTH.in_(dense))
         whole.update(days_whole)
         mine.update(days_mine)
-    return whole, mine
+    return whole, mine, filled
 
 
 @functools.lru_cache(maxsize=4096)
@@ -382,3 +408,37 @@ def _initials(whole: dict[str, int]) -> list[_Range]:
 
 
 _LAYOUTS = {"datetime": _days, "amount": _amounts, "name": _initials}
+
+
+# --- Where a bucket's orders lie: its span -----------------------------------------------------
+
+
+def _date_span(r: _Range, mine: dict[str, int], filled: dict[str, tuple[str, str]]) -> tuple[str, str | None]:
+    """From the first day with an order of the status to the end of the last: a whole month's
+    by `filled`, a week's or a day's by its days' counts."""
+    days: list[str] = []
+    for member in r.members:
+        if len(member) == 7:
+            days += filled.get(member, ())
+        elif mine.get(member, 0) > 0:
+            days.append(member)
+    if not days:
+        return r.low, r.high
+    first, last = dt.date.fromisoformat(min(days)), dt.date.fromisoformat(max(days))
+    return _iso(first), _iso(last + dt.timedelta(days=1))
+
+
+def _amount_span(r: _Range, mine: dict[str, int], _: dict[str, tuple[str, str]]) -> tuple[str, str | None]:
+    """From the first amount bin with an order of the status to the end of the last (the last
+    band, which has no end, gets one)."""
+    bins = [amount_bin(b) for b in r.members if mine.get(b, 0) > 0]
+    if not bins:
+        return r.low, r.high
+    return str(_money(min(low for low, _ in bins))), str(_money(max(high for _, high in bins)))
+
+
+def _name_span(r: _Range, _: dict[str, int], __: dict[str, tuple[str, str]]) -> tuple[str, str | None]:
+    return r.low, r.high  # an initial's names: the rail marks the middle
+
+
+_SPANS = {"datetime": _date_span, "amount": _amount_span, "name": _name_span}

@@ -379,7 +379,17 @@ SPEC: dict[str, Any] = {
             },
             "RailBucket": {
                 "type": "object",
-                "required": ["key", "label", "short", "count", "low", "high", "cursor"],
+                "required": [
+                    "key",
+                    "label",
+                    "short",
+                    "count",
+                    "low",
+                    "high",
+                    "cursor",
+                    "span_low",
+                    "span_high",
+                ],
                 "additionalProperties": False,
                 "properties": {
                     "key": {"type": "string"},
@@ -389,6 +399,18 @@ SPEC: dict[str, Any] = {
                     "low": {"type": "string"},
                     "high": {"type": ["string", "null"]},
                     "cursor": _CURSOR,
+                    "span_low": {
+                        "type": "string",
+                        "description": (
+                            "Where the bucket's orders start within [low, high), as finely as the "
+                            "counts know it: the first day (UTC) or amount bin with an order of the "
+                            "status; an initial's `low`."
+                        ),
+                    },
+                    "span_high": {
+                        "type": ["string", "null"],
+                        "description": "Where they end (exclusive): the end of the last such day or bin.",
+                    },
                 },
             },
             "NewOrder": {

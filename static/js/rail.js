@@ -19,7 +19,7 @@ var LABEL_GAP_PX = 18;      // a bucket's label shows when the one above is at l
 
 var links = null;           // the server's list of links (templates/_rail.html)
 var rail = null;            // the slider
-var buckets = [];           // {href, count, low, high, label, short, start, share}
+var buckets = [];           // {href, count, low, high, spanLow, spanHigh, label, short, start, share}
 var value = 0;              // the bucket the slider names
 var placeValue = 0;         // the bucket the reader is in
 var placeAt = 0;            // the reader's place on the rail, 0 to 1
@@ -55,7 +55,11 @@ function setBuckets(list) {
   var start = 0;
   buckets = list.map(function (b) {
     var share = b.count / total;
-    var out = Object.assign({}, b, { start: start, share: share, lowValue: parse(b.low), highValue: parse(b.high) });
+    var out = Object.assign({}, b, {
+      start: start, share: share, lowValue: parse(b.low), highValue: parse(b.high),
+      // Where its orders lie (the server's span: a month with a week of orders is that week).
+      spanLowValue: parse(b.spanLow), spanHighValue: parse(b.spanHigh),
+    });
     start += share;
     return out;
   });
@@ -65,7 +69,7 @@ function fromLinks() {
   setBuckets(Array.prototype.map.call(links.querySelectorAll("a[data-count]"), function (a) {
     return {
       href: a.getAttribute("href"), count: +a.dataset.count, low: a.dataset.low, high: a.dataset.high,
-      label: a.dataset.label, short: a.dataset.short,
+      spanLow: a.dataset.spanLow, spanHigh: a.dataset.spanHigh, label: a.dataset.label, short: a.dataset.short,
     };
   }));
 }
@@ -283,9 +287,13 @@ function place(row) {
   for (var i = 0; i < buckets.length; i++) {
     var b = buckets[i];
     if ((b.lowValue === null || v >= b.lowValue) && (b.highValue === null || v < b.highValue)) {
+      // Within the part of the bucket its orders fill, not its calendar month or whole band: the
+      // newest order of a month of one week is at the bucket's top, not 80% down it.
+      var low = b.spanLowValue !== null ? b.spanLowValue : b.lowValue;
+      var high = b.spanHighValue !== null ? b.spanHighValue : b.highValue;
       var t = 0.5;
-      if (typeof v === "number" && b.highValue !== null && b.highValue > b.lowValue) {
-        t = (v - b.lowValue) / (b.highValue - b.lowValue);
+      if (typeof v === "number" && high !== null && high > low) {
+        t = (v - low) / (high - low);
         if (descending()) t = 1 - t;
       }
       placeValue = i;
@@ -311,7 +319,10 @@ function refresh() {
       var base = links.dataset.list;
       var join = base.indexOf("?") >= 0 ? "&" : "?";
       setBuckets(body.buckets.map(function (b) {
-        return { href: base + join + "after=" + b.cursor, count: b.count, low: b.low, high: b.high || "", label: b.label, short: b.short };
+        return {
+          href: base + join + "after=" + b.cursor, count: b.count, low: b.low, high: b.high || "",
+          spanLow: b.span_low, spanHigh: b.span_high || "", label: b.label, short: b.short,
+        };
       }));
       draw();
     });
