@@ -1,7 +1,9 @@
-"""What a person reads on a narrow screen: a phone (390 px), the narrowest phones (320 px, WCAG's
-reflow width) and a phone at 200% zoom (195 px), all touch: every card's order number whole (a
-user's trial read "#300..."). Measured as drawn: text against its box. Chromium, and Firefox
-(classic scrollbars).
+"""What a person reads on a narrow screen: a phone (390 px; 375 and 360 px for the selects), the
+narrowest phones (320 px, WCAG's reflow width) and a phone at 200% zoom (195 px), all touch:
+every card's order number whole (a user's trial read "#300..."), Top and End beside the title
+and the estimate, never on them, and each select box showing its chosen value (Sort and Status
+were a letter wide at 195 px, Status cut at 390 px). Measured as drawn: text against its box,
+boxes against each other. Chromium, and Firefox (classic scrollbars) for the cards and selects.
 
 Locally the store is made to look as large as the trial's: three orders with 7-, 8- and
 19-digit numbers, and counts that read "about 300,000" (the estimates are the kept counts,
@@ -32,8 +34,11 @@ pytestmark = pytest.mark.browser
 # (width, height, device pixels per CSS pixel): 200% zoom is half the CSS pixels, twice as dense.
 SIZES = {
     "phone": (390, 844, 3),
+    "small-phone": (375, 667, 2),
+    "smaller-phone": (360, 780, 3),
     "narrowest-phone": (320, 568, 2),
     "phone-at-200%": (195, 422, 4),
+    "phone-landscape": (844, 390, 3),
 }
 NARROW = ["phone", "narrowest-phone", "phone-at-200%"]
 # The numbers a growing store reaches: whole on one line up to eight digits, wrapped beyond.
@@ -126,4 +131,87 @@ def test_every_cards_order_number_shows_whole(live, browser: Browser, browser_na
     page.locator("#more").scroll_into_view_if_needed()
     heights = page.evaluate(SKELETON)
     assert abs(heights["skeleton"] - heights["card"]) <= 0.5, heights
+    page.context.close()
+
+
+# Where the title, the estimate and the ends of the list are drawn: each line of the estimate's
+# text on its own (a wrapped inline's bounding box would also cover the space beside its lines).
+HEAD = """() => {
+  const rects = el => el ? [...el.getClientRects()]
+    .map(r => ({name: el.className || el.tagName, l: r.left, r: r.right, t: r.top, b: r.bottom})) : [];
+  const bar = document.getElementById('find-bar');
+  return {title: [...rects(bar.querySelector('h1')), ...rects(bar.querySelector('.estimate'))],
+          ends: [...bar.querySelectorAll('.find-ends a')].flatMap(rects),
+          width: document.documentElement.clientWidth};
+}"""
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return min(a["r"], b["r"]) - max(a["l"], b["l"]) > 0.5 and min(a["b"], b["b"]) - max(a["t"], b["t"]) > 0.5
+
+
+@pytest.mark.parametrize("size", [*NARROW, "phone-landscape"])
+def test_top_and_end_never_cover_the_title_or_the_estimate(
+    live, browser: Browser, browser_name, large_store, size
+):
+    page = narrow_page(browser, size, browser_name)
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+    head = page.evaluate(HEAD)
+    assert len(head["title"]) >= 2 and len(head["ends"]) == 3, head
+    if getattr(live, "app", None) is not None:
+        expect(page.locator("#find-bar .estimate")).to_contain_text("about 300,000 orders")
+    assert [(t, e) for t in head["title"] for e in head["ends"] if overlaps(t, e)] == []
+    inside = [box["l"] >= 0 and box["r"] <= head["width"] + 0.5 for box in head["title"] + head["ends"]]
+    assert all(inside), head
+    page.context.close()
+
+
+# Each select of the bar: its box, and the width the browser gives the same select (same rules,
+# same place) holding only the chosen option and sized to it: what the chosen value needs to show
+# whole, with the box's padding and arrow.
+SELECTS = """bar => [...bar.querySelectorAll('select')].map(select => {
+  const alone = select.cloneNode(false);
+  alone.append(select.selectedOptions[0].cloneNode(true));
+  Object.assign(alone.style,
+                {position: 'absolute', width: 'auto', minWidth: '0', maxWidth: 'none', visibility: 'hidden'});
+  select.after(alone);
+  const needs = alone.getBoundingClientRect().width;
+  alone.remove();
+  const box = select.getBoundingClientRect();
+  return {name: select.name, value: select.selectedOptions[0].text, needs,
+          width: box.width, height: box.height, left: box.left, right: box.right};
+})"""
+# The bar's controls in view smaller than a thumb's target.
+SMALL = """bar => [...bar.querySelectorAll('a[href], button, select, input:not([type=hidden])')]
+  .filter(e => e.getClientRects().length && !e.closest('.visually-hidden'))
+  .map(e => [e.outerHTML.slice(0, 50), e.getBoundingClientRect().width, e.getBoundingClientRect().height])
+  .filter(([, w, h]) => w < 44 || h < 44)"""
+# The longest sort and status values: "Largest amount", "Customer A–Z", "Cancelled".
+CHOICES = [("newest", ""), ("amount", "cancelled"), ("customer", "shipped")]
+
+
+@GECKO_TOO
+@pytest.mark.parametrize("size", [*NARROW, "small-phone", "smaller-phone", "phone-landscape"])
+def test_each_select_shows_its_chosen_value(live, browser: Browser, browser_name, large_store, size):
+    page = narrow_page(browser, size, browser_name)
+    for sort, status in CHOICES:
+        page.goto(f"{live.url}/orders?sort={sort}&status={status}")
+        expect(page.locator(ROWS).first).to_be_visible()
+        toggle = page.locator("#find-bar .find-toggle")
+        if toggle.is_visible():  # a short screen: the forms are folded away until asked for
+            toggle.click()
+        expect(page.locator("#find-bar select").first).to_be_visible()
+        selects = page.locator("#find-bar").evaluate(SELECTS)
+        width = page.evaluate("document.documentElement.clientWidth")
+        assert [s["name"] for s in selects] == ["sort", "status"], selects
+        cut = [s for s in selects if s["needs"] > s["width"] + 0.5]
+        assert cut == [], f"{sort}, {status or 'any'}: a chosen value does not fit its box"
+        # Inside the page's width, each a thumb-sized target on a touch screen (WCAG 2.5.5; a
+        # touch screen to CSS: Playwright's Firefox keeps a fine pointer with touch events).
+        assert all(s["left"] >= 0 and s["right"] <= width for s in selects), selects
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        if page.evaluate("matchMedia('(pointer: coarse)').matches"):
+            small = page.locator("#find-bar").evaluate(SMALL)
+            assert small == [], f"smaller than 44x44 px: {small}"
     page.context.close()

@@ -303,6 +303,20 @@ def test_the_page_shows_estimates_labelled_as_such(client, engine):
     html = client.get("/orders").get_data(as_text=True)
     assert re.search(r"about [0-9,]+ orders", html) and "estimate" in html.lower()
     assert rounded(123_456) == 120_000 and rounded(87) == 87 and rounded(1_950) == 2_000
+    # The Status control says about how many orders each status has, but the chosen one: that is
+    # the estimate beside the title, and its name alone fits its box on a phone (390 px, 200%).
+    assert re.fullmatch(r"Paid \(about [0-9,]+\)", status_options(html)["paid"])
+    assert status_options(html)[""] == "Any status"
+    chosen = status_options(client.get("/orders?status=paid").get_data(as_text=True))
+    assert chosen["paid"] == "Paid" and re.fullmatch(r"Any status \(about [0-9,]+\)", chosen[""])
+
+
+def status_options(html: str) -> dict[str, str]:
+    """The Status control's options: value to the text shown."""
+    select = html[html.index('<select name="status">') :]
+    return dict(
+        re.findall(r'<option value="(\w*)"[^>]*>([^<]*)</option>', select[: select.index("</select>")])
+    )
 
 
 def test_words_never_together_are_read_in_bounded_windows_and_the_walk_loses_nothing(
