@@ -138,12 +138,17 @@ function describe(row) {
   var cells = row.querySelectorAll("td");
   return Array.prototype.map.call(cells, function (td) { return td.textContent.trim(); }).join(", ");
 }
-// The row a go-to landed on is kept in the entry's state (`ordersTarget`), which the address's
-// replacements keep: a reload marks it again while the address still names it, and no other.
+// The row a go-to landed on, kept for this tab (sessionStorage): a reload marks it again while the
+// address names it, and no other row. (Not in history.state: htmx 4 writes its own state there,
+// `{htmx: true}`, over whatever the entry held.)
+var GOTO_TARGET = "orders-goto-target";
 function target(id) {
-  var state = Object.assign({}, history.state, { ordersList: true });
-  if (id) state.ordersTarget = id; else delete state.ordersTarget;
-  history.replaceState(state, "");
+  try {
+    if (id) sessionStorage.setItem(GOTO_TARGET, id); else sessionStorage.removeItem(GOTO_TARGET);
+  } catch (e) { /* no sessionStorage: a reload marks nothing */ }
+}
+function wasTarget(id) {
+  try { return sessionStorage.getItem(GOTO_TARGET) === id; } catch (e) { return false; }
 }
 function mark(row, why) {
   document.querySelectorAll("#rows tr.is-target").forEach(function (r) { r.classList.remove("is-target"); });
@@ -336,16 +341,18 @@ function showPosition(row) {
 document.addEventListener("orders:place", function (evt) { showPosition(evt.detail.row); });
 document.addEventListener("orders:opened", function (evt) { showPosition(evt.detail.row); });
 
-// Opened at a named row: marked when the address was made for it (a link opened afresh, shared
-// or typed: no state) or a go-to landed on it (reloaded); not the row a reload or Back finds
-// where the reader had scrolled, which the address named only to keep the place.
+// Opened at a named row: marked when the address was made for it (a link opened afresh: shared,
+// typed, bookmarked) or a go-to landed on it (reloaded); not the row a reload or Back finds where
+// the reader had scrolled, which the address named only to keep the place. The navigation's type
+// tells a link opened from a reload or a step through history.
 (function markNamed() {
   var match = /^#order-(\d+)$/.exec(location.hash);
   if (!match) { showPosition(list.firstVisibleRow()); return; }
   var row = document.getElementById("order-" + match[1]);
   if (!row) return;
-  var state = history.state;
-  if (!(state && state.ordersList) || state.ordersTarget === match[1]) row.classList.add("is-target");
+  var nav = performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+  var again = nav && (nav.type === "reload" || nav.type === "back_forward");
+  if (!again || wasTarget(match[1])) row.classList.add("is-target");
   showPosition(row);
   // The scroll window landed it before the bar was measured (this module runs after it): again,
   // now that the top of the list area is known.

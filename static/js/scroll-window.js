@@ -123,16 +123,10 @@ function notePlaceSoon() {
 // The address bar follows the reader: the URL of the page holding the first row in view, plus
 // that row as the fragment. replaceState adds no history entry and keeps the entry's state (htmx
 // 4 restores only entries it marked, by a full GET of the address: no snapshot to move along).
-// The entry is marked as one whose address the list keeps (`ordersList`): a reload or Back then
-// opens at the named row without calling it a go-to's (controls.js markNamed), while a link opened
-// afresh (shared, typed: no state) names the row it was made for.
 function here() { return location.pathname + location.search + location.hash; }
 function setAddress(url, push) {
   if (push) history.pushState({ ordersList: true }, "", url);
-  else if (url !== here()) history.replaceState(kept(history.state), "", url);
-}
-function kept(state) {
-  return state && state.ordersList ? state : Object.assign({}, state, { ordersList: true });
+  else if (url !== here()) history.replaceState(history.state, "", url);
 }
 function addressOf(row, top) {
   var start = row;
