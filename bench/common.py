@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import psutil
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
@@ -165,3 +166,19 @@ def markdown_table(title: str, header: list[str], rows: list[list[str]]) -> str:
     lines = [f"\n{title}", f"| {' | '.join(header)} |", "|" + "---|" * len(header)]
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
+
+
+def wait_for_quiet(
+    limit_s: float, *, threshold: float = 10.0, interval: float = 1.0, verbose: bool = True
+) -> float:
+    """CPU busy % of the whole machine, sampled until it drops under `threshold` or `limit_s`
+    has passed. The load fills both cores, so anything else running on the machine (a test suite
+    next door) shows in the numbers; the server is idle while this samples, so the reading is
+    other people's work (the HTTP level waits so, and the in-process request cost, bench/stages.py)."""
+    deadline = time.monotonic() + limit_s
+    busy = psutil.cpu_percent(interval=interval)
+    while busy >= threshold and time.monotonic() < deadline:
+        if verbose:
+            log(f"  waiting for the machine to go quiet ({busy:.0f}% CPU busy)")
+        busy = psutil.cpu_percent(interval=interval)
+    return busy

@@ -52,7 +52,7 @@ from devtools.gunicorn import gunicorn
 from orders.data.db import make_engine
 from pagination import CursorCodec
 
-from .common import SECRET, Target, cursor_for, keys_before, log
+from .common import SECRET, Target, cursor_for, keys_before, log, wait_for_quiet
 from .floor_app import FLOOR_NAMES, FLOOR_PATH, STACK_PAGE, page_path
 
 HX = {"HX-Request": "true"}
@@ -205,7 +205,7 @@ def measure(
     script = tmp_dir / "report.lua"
     script.write_text(WRK_SCRIPT)
     pass_seconds = max(1, round(seconds / passes))  # wrk takes whole seconds
-    busy_before = _wait_for_quiet(quiet_wait_s)
+    busy_before = wait_for_quiet(quiet_wait_s)
 
     def load(url: str, duration: float, headers: dict[str, str]) -> dict[str, Any]:
         if tool == "wrk":
@@ -239,7 +239,7 @@ def measure(
             point["passes"] = []
         for _ in range(passes):
             # A short look before each round too: a round does not start in someone else's burst.
-            busy = _wait_for_quiet(min(quiet_wait_s / 4, 15.0), interval=0.5, verbose=False)
+            busy = wait_for_quiet(min(quiet_wait_s / 4, 15.0), interval=0.5, verbose=False)
             for point in points:
                 result = load(point["base"] + point["path"], pass_seconds, point["headers"])
                 point["passes"].append({**result, "cpu_busy_before": busy})
@@ -273,22 +273,6 @@ def measure(
         "cpu_busy_percent_after": busy_after,
         "endpoints": points,
     }
-
-
-def _wait_for_quiet(
-    limit_s: float, *, threshold: float = 10.0, interval: float = 1.0, verbose: bool = True
-) -> float:
-    """CPU busy % of the whole machine, sampled until it drops under `threshold` or `limit_s`
-    has passed. The load fills both cores, so anything else running on the machine (a test suite
-    next door) shows in the numbers; the server is idle while this samples, so the reading is
-    other people's work."""
-    deadline = time.monotonic() + limit_s
-    busy = psutil.cpu_percent(interval=interval)
-    while busy >= threshold and time.monotonic() < deadline:
-        if verbose:
-            log(f"  waiting for the machine to go quiet ({busy:.0f}% CPU busy)")
-        busy = psutil.cpu_percent(interval=interval)
-    return busy
 
 
 def share_of(point: dict[str, Any], trivial: dict[str, Any]) -> dict[str, Any]:

@@ -345,6 +345,7 @@ class Run:
                         postgres.label,
                         requests=plan.profile_requests,
                         depth=min(postgres.rows * 9 // 10, 20_000),
+                        quiet_wait_s=plan.http_quiet_wait_s / 4,
                     ),
                 )
                 if self.results["cost"]:
