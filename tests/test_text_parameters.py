@@ -1,17 +1,23 @@
 """One rule for every text parameter of every list route: a character no engine can store (NUL:
 PostgreSQL refuses it in text, and `q=%00` was a 500 on /api/orders, /orders, its fragments and
 /orders/export.csv), or any other control character, is a 400 that names the parameter, on every
-engine (conftest's `client` runs on each), before any parameter is read.
+engine (conftest's `client` runs on each), before any parameter is read. One exception, for what
+a person types or pastes (the search `q`, go-to's `to`): a tab or a line break there is a space.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orders.finding.params import TYPED
+
+from .helpers import BASE, add_orders
 from .hunt import examples
 
 ROUTES = {
@@ -60,7 +66,49 @@ def test_every_control_character_anywhere_is_a_400_naming_it(
 ) -> None:
     path, headers = ROUTES[route]
     response = client.get(f"{path}?sort=newest&{name}={quote(before + control)}", headers=headers)
+    if name in TYPED and control.isspace():
+        spaced = client.get(f"{path}?sort=newest&{name}={quote(before + ' ')}", headers=headers)
+        assert response.status_code == spaced.status_code, (name, repr(control), response.get_data()[:300])
+        if response.is_json:
+            assert response.json == spaced.json
+        return
     assert_names(response, name)
+
+
+# What a spreadsheet's cell or a terminal's line brings along when pasted.
+PASTED_SPACES = ["\t", "\n", "\r\n", "\x0b", "\x0c", "\x1f", "\x85"]
+
+
+@pytest.mark.parametrize("space", PASTED_SPACES, ids=repr)
+def test_a_tab_or_line_break_pasted_in_the_search_or_go_to_is_a_space(client, engine, space: str) -> None:
+    """A name copied from a spreadsheet's cell ("Ana\tSilva", "Ana Silva\n") finds what the same
+    words with a space find, in the API, the page (its box shows the spaces) and the export; a
+    go-to's date with a line break after it goes where the date goes. Anywhere else the same
+    character is still refused, and so is every control character that is not whitespace."""
+    add_orders(
+        engine,
+        [
+            (BASE - dt.timedelta(minutes=i), name, Decimal("9.50"), "paid")
+            for i, name in enumerate(["Ana Silva", "Bruno Costa", "Ana Souza", "Silva Ana", "Carla Silva"])
+        ],
+    )
+    pasted, spaced = f"Ana{space}Silva{space}", "Ana Silva"
+    api = client.get("/api/orders", query_string={"q": pasted})
+    assert api.status_code == 200 and api.json == client.get("/api/orders", query_string={"q": spaced}).json
+    assert sorted(o["customer"] for o in api.json["items"]) == ["Ana Silva", "Silva Ana"], api.json
+    page = client.get("/orders", query_string={"q": pasted})
+    assert page.status_code == 200, page.get_data()[:300]
+    assert 'value="Ana Silva"' in page.get_data(as_text=True)
+    export = client.get("/orders/export.csv", query_string={"q": pasted})
+    assert export.status_code == 200
+    assert export.data == client.get("/orders/export.csv", query_string={"q": spaced}).data
+    newest = api.json["items"][0]["created_at"]
+    went = client.get("/api/orders", query_string={"to": newest + space})
+    assert (
+        went.status_code == 200 and went.json == client.get("/api/orders", query_string={"to": newest}).json
+    )
+    for name, value in (("sort", "newest" + space), ("q", "Ana\x01Silva")):
+        assert_names(client.get("/api/orders", query_string={name: value}), name)
 
 
 @pytest.mark.parametrize("route", list(ROUTES))

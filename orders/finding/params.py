@@ -26,14 +26,31 @@ def _unstorable(text: str) -> str | None:
     return None if found is None else f"U+{ord(found.group()):04X}"
 
 
+# What a person types or pastes: the search (q) and go-to (to). There a tab or a line break is
+# whitespace, read as a space (a name copied from a spreadsheet's cell brings one along; the
+# search's words are separated by anything not a letter or digit, and both are trimmed). The
+# control characters Python calls whitespace (str.isspace): HT, LF, VT, FF, CR, FS-US, NEL.
+TYPED = ("q", "to")
+_TYPED_SPACE = re.compile(r"[\t\n\x0b\x0c\r\x1c-\x1f\x85]+")  # CR LF is one break: one space
+
+
 def check_text_parameters(args: MultiDict[str, str]) -> None:
     """One rule for every parameter of a list request (q, to, tz, cursors, sort, ...), names
-    included: a character no engine stores is a 400 naming the parameter, before any is read."""
+    included: a character no engine stores is a 400 naming the parameter, before any is read
+    (in `q` and `to` whitespace is whitespace: `typed`)."""
     for name, value in args.items(multi=True):
         if (found := _unstorable(name)) is not None:
             raise InvalidParameter(f"a parameter name contains {found}: control characters are not allowed")
+        if name in TYPED:
+            value = _TYPED_SPACE.sub(" ", value)
         if (found := _unstorable(value)) is not None:
             raise InvalidParameter(f"{name} contains {found}: control characters are not allowed")
+
+
+def typed(args: MultiDict[str, str], name: str) -> str | None:
+    """The one value of `q` or `to`, its tabs and line breaks read as spaces (TYPED)."""
+    value = single(args, name)
+    return None if value is None else _TYPED_SPACE.sub(" ", value)
 
 
 def single(args: MultiDict[str, str], name: str) -> str | None:

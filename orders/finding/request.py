@@ -21,7 +21,7 @@ from orders.core.settings import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from orders.data.models import STATUSES, Order
 from orders.data.names import KEY_LENGTH
 from orders.finding.goto import Goto
-from orders.finding.params import InvalidParameter, check_text_parameters, parse_int, single
+from orders.finding.params import InvalidParameter, check_text_parameters, parse_int, single, typed
 from orders.finding.search import Search, SearchError
 from orders.finding.sorts import DEFAULT_SORT, NEWEST, SORTS, SortChoice
 from pagination import (
@@ -154,14 +154,14 @@ class ListRequest:
             cursor, direction = cursor_side(single(args, "after"), single(args, "before"))
         except PaginationError as err:
             raise InvalidParameter(str(err)) from None
-        typed = single(args, "q")
+        text = typed(args, "q")
         try:
-            search = Search.parse(typed)
+            search = Search.parse(text)
         except SearchError as err:
             # Every other parameter a list page keeps is read by now: the list without the search.
             unsearched = cls(sort, status, limit, sharded=sharded, codec=codec, limit_chosen="limit" in args)
-            raise RefusedSearch(err, (typed or "").strip(), unsearched) from None
-        to = single(args, "to")
+            raise RefusedSearch(err, (text or "").strip(), unsearched) from None
+        to = typed(args, "to")
         goto = None
         if to is not None:
             if cursor is not None:
