@@ -206,6 +206,18 @@ def touch(cdp: Any, kind: str, x: float, y: float) -> None:
     cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
 
 
+# The phone handle: the left of what shows, the right end of the text of the rows in view (the
+# handle passes beside any of them), and what a finger 44 px from the screen's right edge, level
+# with the handle's middle, touches.
+HANDLE_CLEAR = """() => { const h = document.querySelector('#rail .rail-handle').getBoundingClientRect();
+    const near = [...document.querySelectorAll('#rows > tr[data-id] td')].filter(td => {
+      const r = td.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; });
+    const ends = near.map(td => { const t = document.createRange(); t.selectNodeContents(td);
+      return t.getBoundingClientRect().right; });
+    const hit = document.elementFromPoint(innerWidth - 44, h.top + h.height / 2);
+    return {left: h.left, text_right: Math.max(0, ...ends), rows: near.length, hit: hit && hit.className}; }"""
+
+
 def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, tmp_path):
     given(live)
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
@@ -219,8 +231,14 @@ def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, 
     expect(page.locator("#rail")).to_have_class(re.compile("is-awake"))
     expect(page.locator("#rail")).to_have_css("opacity", "1")
     hbox = handle.bounding_box()
-    assert hbox is not None and hbox["width"] >= 44 and hbox["height"] >= 44, hbox
+    assert hbox is not None and hbox["height"] >= 44, hbox
     assert hbox["x"] + hbox["width"] >= PHONE["width"] - 8, hbox
+    clear = page.evaluate(HANDLE_CLEAR)
+    # Thumb-sized where it takes a finger: 44 px from the screen's edge, at the handle's middle.
+    assert clear["hit"] == "rail-handle", clear
+    # What shows covers no row's text (the amounts end at the right): a 44 px disc covered their
+    # last digits for 3 s after each scroll.
+    assert clear["rows"] and clear["text_right"] <= clear["left"], clear
     parts = buckets(page, live)  # where each bucket lies on the rail (drawn, not shown, on a phone)
     target = parts[-2]
     y = target["y"]
