@@ -215,7 +215,8 @@ HANDLE_CLEAR = """() => { const h = document.querySelector('#rail .rail-handle')
     const ends = near.map(td => { const t = document.createRange(); t.selectNodeContents(td);
       return t.getBoundingClientRect().right; });
     const hit = document.elementFromPoint(innerWidth - 44, h.top + h.height / 2);
-    return {left: h.left, text_right: Math.max(0, ...ends), rows: near.length, hit: hit && hit.className}; }"""
+    return {left: h.left, text_right: Math.max(0, ...ends), rows: near.length,
+            hit: hit && hit.className}; }"""
 
 
 def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, tmp_path):
