@@ -77,7 +77,11 @@ test-quick: $(VENV)/.dev
 ## Against a deployment: Chromium alone (what differs between engines is the front's, tested in all
 ## three locally; the deployment's server is what is under test there), on two workers.
 BROWSER_TEST_TIMEOUT ?= 180
-DEPLOYMENT_ARGS = $(if $(BASE_URL),--browser chromium -n $(QUICK_WORKERS))
+## DEPLOYMENT_WORKERS: against a deployment, three pytest workers on two cores: its tests wait on
+## the server and at a person's pace, which a third fills (a default make run: 275 s against 300
+## with two, docs/testing.md), and each test is a unit of its own (tests/conftest.py).
+DEPLOYMENT_WORKERS ?= 3
+DEPLOYMENT_ARGS = $(if $(BASE_URL),--browser chromium -n $(DEPLOYMENT_WORKERS))
 test-browser: $(VENV)/.dev
 	scripts/ensure-browsers
 	@if [ -z "$$BASE_URL" ]; then scripts/ensure-databases; fi

@@ -344,6 +344,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 return lane
             if not _BROWSER_MODULE.fullmatch(module):
                 return module
+            if REMOTE_URL:
+                # Against a deployment every test is a unit of its own: there is no local server
+                # or database to build per module, and whole, tests/test_browser_reach.py (its
+                # walks at a person's pace, about 170 s) was the last 110 s of a 275 s run.
+                return nodeid
             # Per database engine and per browser: each browser's share on a worker of its own.
             browser = next(
                 (e for e in browsers.ENGINES if nodeid.endswith(f"{e}]") or f"-{e}-" in nodeid), ""
