@@ -132,3 +132,31 @@ def test_back_to_the_list_on_an_order_is_back_the_opened_row_focused_where_it_wa
     page.wait_for_function(f"([id, top]) => Math.abs(({ROW_TOP})(id) - top) <= 2", arg=[opened, top])
     assert page.evaluate(MARKED) == []
     assert page.evaluate("() => document.documentElement.classList.contains('bar-tucked')") == tucked
+
+
+# A browser that refuses sessionStorage (storage turned off, a sandboxed frame): reading the
+# property itself throws, as Chromium's and Firefox's do then.
+NO_SESSION_STORAGE = """Object.defineProperty(window, 'sessionStorage', {configurable: true,
+    get() { throw new DOMException('The operation is insecure.', 'SecurityError'); }});"""
+
+
+def test_without_session_storage_the_list_scrolls_opens_an_order_and_comes_back(live, page: Page):
+    """What a reload or Back needs is kept in sessionStorage (static/js/dom.js `store`); a browser
+    that refuses it gets a first visit's behaviour, never a script error: the list scrolls, a
+    go-to lands, an order opens, and Back and a reload show the list again."""
+    given(live, 300, AUTO_PAGES=10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.add_init_script(NO_SESSION_STORAGE)
+    page.goto(live.url + "/orders")
+    assert page.evaluate("() => { try { sessionStorage; return false; } catch (e) { return true; } }")
+    scroll_until(page, 100)
+    deep = str(page.locator(ROWS).nth(80).get_attribute("data-id"))
+    page.locator(f"#order-{deep}").get_by_role("link").click()
+    expect(page.get_by_role("heading", name=f"Order #{deep}")).to_be_visible()
+    page.go_back()
+    expect(page.locator(ROWS).first).to_be_visible()
+    page.reload()
+    expect(page.locator(ROWS).first).to_be_visible()
+    scroll_until(page, 60)
+    assert errors == [], errors

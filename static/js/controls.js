@@ -4,7 +4,7 @@
 // folded away on a short screen (a landscape phone) until asked for, and where
 // the reader is. It uses only the scroll window's API (open, land, refresh, firstVisibleRow, holdBelow; the
 // "orders:place" event); without JavaScript every control is a plain link or GET form.
-import { announce as say, listTop as inset } from "./dom.js";
+import { announce as say, listTop as inset, store, stored, take } from "./dom.js";
 import { api as list } from "./scroll-window.js";
 
 // Looked up each time: htmx's history restore (Back) puts a new copy of the bar in the page.
@@ -142,14 +142,8 @@ function describe(row) {
 // address names it, and no other row. (Not in history.state: htmx 4 writes its own state there,
 // `{htmx: true}`, over whatever the entry held.)
 var GOTO_TARGET = "orders-goto-target";
-function target(id) {
-  try {
-    if (id) sessionStorage.setItem(GOTO_TARGET, id); else sessionStorage.removeItem(GOTO_TARGET);
-  } catch (e) { /* no sessionStorage: a reload marks nothing */ }
-}
-function wasTarget(id) {
-  try { return sessionStorage.getItem(GOTO_TARGET) === id; } catch (e) { return false; }
-}
+function target(id) { store(GOTO_TARGET, id || null); }  // without storage a reload marks nothing
+function wasTarget(id) { return stored(GOTO_TARGET) === id; }
 function mark(row, why) {
   document.querySelectorAll("#rows tr.is-target").forEach(function (r) { r.classList.remove("is-target"); });
   target(row && row.dataset.id);
@@ -292,11 +286,10 @@ document.addEventListener("submit", function (evt) {
   if (!form.matches || !form.matches("form.controls, form.search")) return;
   var active = document.activeElement;
   var name = active && active.name ? active.name : evt.submitter && evt.submitter.classList.contains("apply") ? "apply" : "";
-  try { sessionStorage.setItem("find-focus", form.className + "|" + name); } catch (e) { /* no storage */ }
+  store("find-focus", form.className + "|" + name);
 });
 (function restoreFocus() {
-  var saved = null;
-  try { saved = sessionStorage.getItem("find-focus"); sessionStorage.removeItem("find-focus"); } catch (e) { return; }
+  var saved = take("find-focus");
   if (!saved) return;
   var parts = saved.split("|");
   var bar = findBar();

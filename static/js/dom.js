@@ -34,6 +34,26 @@ export function listTop() {
   return row ? parseFloat(getComputedStyle(row).scrollMarginTop) || 0 : 0;
 }
 
+// This tab's sessionStorage, where the page keeps what a reload or Back needs (the go-to's row,
+// the find bar's focused control, the row whose order was opened, the rows' offsets). A browser
+// may refuse it (a sandbox, storage turned off, a full quota): then nothing is kept, and a reload
+// or Back behaves as a first visit. One home for that rule; null and undefined remove the key.
+export function stored(key) {
+  try { return sessionStorage.getItem(key); } catch (e) { return null; }
+}
+export function store(key, value) {
+  try {
+    if (value === null || value === undefined) sessionStorage.removeItem(key);
+    else sessionStorage.setItem(key, value);
+  } catch (e) { /* not kept: see above */ }
+}
+// Read once: the value, and the key removed.
+export function take(key) {
+  var value = stored(key);
+  if (value !== null) store(key, null);
+  return value;
+}
+
 // Says `text` in the live region `id` (default: the list's; the find bar has its own, so that
 // "20 earlier orders loaded" does not overwrite what a go-to did).
 export function announce(text, id) {

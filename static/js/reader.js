@@ -12,7 +12,7 @@
 //            row; a row reached by Tab or Shift+Tab is shown whole below the sticky bar
 //   footer   html.rows-below while rows are still to come below (app.css hides the footer)
 // It uses the scroll window's API only (open, firstVisibleRow; "orders:loaded").
-import { ROWS, body, isRow, listTop } from "./dom.js";
+import { ROWS, body, isRow, listTop, store, take } from "./dom.js";
 import { api as list } from "./scroll-window.js";
 
 var OPENED = "reader-opened";  // sessionStorage: the row whose order the reader opened last
@@ -120,7 +120,7 @@ document.addEventListener("click", function (evt) {
 function remember(row) {
   var link = row.querySelector("a[href]");
   left = link ? { list: addressOf(location.href), order: new URL(link.href, location.href).pathname } : null;
-  try { sessionStorage.setItem(OPENED, row.dataset.id); } catch (e) { /* no storage: no focus back */ }
+  store(OPENED, row.dataset.id);  // without storage: no focus back
 }
 
 // "← Back to the list" on an order's page (templates/order.html, order_gone.html) is Back itself
@@ -149,8 +149,7 @@ document.addEventListener("click", function (evt) {
 // the opened row takes it when it arrives, unless the reader has moved on meanwhile.
 var returning = null;  // the opened row's id, until it has the focus or the reader moves
 function focusReturned() {
-  var id = null;
-  try { id = sessionStorage.getItem(OPENED); sessionStorage.removeItem(OPENED); } catch (e) { return; }
+  var id = take(OPENED);
   if (!id || !body()) return;
   returning = id;
   focusOpened();

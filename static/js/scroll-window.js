@@ -37,7 +37,7 @@
 // Events on document: "orders:loaded" {rows, up}, "orders:place" {row, url} when the first row in
 // view or the address changes, "orders:opened" {row, url} after open().
 import {
-  ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, table
+  ROWS, announce, body, dataRows, firstRow, fromTemplate, isRow, lastRow, listTop, store, stored, table
 } from "./dom.js";
 
 var loads = new Map();        // control row (#more / #less) -> the load it started
@@ -216,7 +216,7 @@ var ROW_TOPS = "orders-row-tops";  // {address: px}, the 20 latest
 // change of the address while the reader scrolls (parsing it each time was a third of its cost).
 var rowTops = null;
 function readRowTops() {
-  if (rowTops === null) rowTops = JSON.parse(sessionStorage.getItem(ROW_TOPS) || "{}");
+  if (rowTops === null) rowTops = JSON.parse(stored(ROW_TOPS) || "{}");
   return rowTops;
 }
 // Kept here with every change of the address; written to sessionStorage only when this document
@@ -232,12 +232,12 @@ function keepRowTop(top) {
     tops[url] = px;  // the latest last
     Object.keys(tops).slice(0, -20).forEach(function (old) { delete tops[old]; });
     rowTopsChanged = true;
-  } catch (e) { /* no sessionStorage: the row lands at the list's top, as without it */ }
+  } catch (e) { /* a kept value that is no JSON of ours: the row lands at the list's top */ }
 }
 function saveRowTops() {
   if (!rowTopsChanged) return;
   rowTopsChanged = false;
-  try { sessionStorage.setItem(ROW_TOPS, JSON.stringify(rowTops)); } catch (e) { /* as above */ }
+  store(ROW_TOPS, JSON.stringify(rowTops));
 }
 function keptRowTop() {
   try {
