@@ -75,11 +75,12 @@ test-quick: $(VENV)/.dev
 ## (-rsfE: the summary names each failure and error too, last, where a log's tail shows it).
 ## BROWSER_TEST_TIMEOUT bounds each test (seconds): a stall fails with its stack and trace.
 ## Against a deployment: Chromium alone (what differs between engines is the front's, tested in all
-## three locally; the deployment's server is what is under test there), on two workers.
+## three locally; the deployment's server is what is under test there), on DEPLOYMENT_WORKERS workers.
 BROWSER_TEST_TIMEOUT ?= 180
 ## DEPLOYMENT_WORKERS: against a deployment, three pytest workers on two cores: its tests wait on
-## the server and at a person's pace, which a third fills (a default make run: 275 s against 300
-## with two, docs/testing.md), and each test is a unit of its own (tests/conftest.py).
+## the server and at a person's pace, which a third fills, and each test is a unit of its own
+## (tests/conftest.py). A default make run: 216 s, against 300-306 with two workers and each
+## browser module whole (docs/testing.md).
 DEPLOYMENT_WORKERS ?= 3
 DEPLOYMENT_ARGS = $(if $(BASE_URL),--browser chromium -n $(DEPLOYMENT_WORKERS))
 test-browser: $(VENV)/.dev
