@@ -117,7 +117,34 @@ var place = null;
 var placeFrame = 0;
 var scrolledSince = false;  // the reader's input since the place was noted
 function notePlaceSoon() {
-  if (!placeFrame) placeFrame = requestAnimationFrame(function () { placeFrame = 0; place = anchorNow(); scrolledSince = false; });
+  if (!placeFrame) {
+    placeFrame = requestAnimationFrame(function () {
+      placeFrame = 0;
+      if (resizePending()) return;
+      place = anchorNow();
+      scrolledSince = false;
+    });
+  }
+}
+// The viewport's size as the last resize event left it. The browser sends that event in its next
+// rendering step, but a timer or a frame of ours can run before it at the new size, where the
+// rows have already moved: a place noted then is no place of the reader's, and the resize then
+// kept it (under load, a rotation named and kept a row 3 above the reader's, or 15 px off).
+// Until the event has been handled, nothing is noted; a size that no resize event follows within
+// RESIZE_WAIT_MS is taken as it is (Safari's innerWidth follows a pinch zoom, which sends none).
+var RESIZE_WAIT_MS = 1000;
+var sizeSeen = viewportSize();
+var sizeDiffSince = 0;
+function viewportSize() { return window.innerWidth + "x" + window.innerHeight; }
+function resizePending() {
+  var size = viewportSize();
+  if (size === sizeSeen) { sizeDiffSince = 0; return false; }
+  var now = performance.now();
+  if (!sizeDiffSince) sizeDiffSince = now;
+  if (now - sizeDiffSince < RESIZE_WAIT_MS) return true;
+  sizeSeen = size;
+  sizeDiffSince = 0;
+  return false;
 }
 
 // The address bar follows the reader: the URL of the page holding the first row in view, plus
@@ -142,6 +169,7 @@ var shownRow = null;
 var restoring = false;
 function rememberPlace() {
   if (restoring) return;
+  if (resizePending()) { rememberPlaceSoon(); return; }  // again once the resize is handled
   place = anchorNow();
   scrolledSince = false;
   if (!place) return;
@@ -179,6 +207,8 @@ window.addEventListener("pagehide", function () { if (table()) flushPlace(); });
 // A resize or rotation reflows every row (cards below 52rem): the row that was first in view
 // goes back where it was, and the address (which names it) stays true.
 window.addEventListener("resize", function () {
+  sizeSeen = viewportSize();
+  sizeDiffSince = 0;
   insetPx = null;
   if (landing) { settleLanding(); return; }
   restore(place && !scrolledSince && place.row.isConnected ? place : null);
