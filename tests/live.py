@@ -482,3 +482,11 @@ def scroll_still(page: Page, ms: int = STILL_MS) -> None:
 
 def expect_on_top(page: Page, order_id: str) -> None:
     page.wait_for_function(ON_TOP, arg=order_id, timeout=10_000)
+
+
+# Top and Home: the page's own top (the site's header in view), this row the list's first.
+AT_PAGE_TOP = "id => scrollY === 0 && document.querySelector('#rows > tr[data-id]')?.dataset.id === id"
+
+
+def expect_at_page_top(page: Page, order_id: str) -> None:
+    page.wait_for_function(AT_PAGE_TOP, arg=order_id, timeout=10_000)

@@ -31,7 +31,7 @@ from .live import (
     api_json,
     api_rows,
     engine_of,
-    expect_on_top,
+    expect_at_page_top,
     settled,
 )
 from .live import given as live_given
@@ -102,7 +102,7 @@ def test_bar_and_headers_stay_in_view_top_and_end_take_one_request(live, page: P
     shots = DOCS if os.environ.get("SCREENSHOTS") == "1" else tmp_path
     page.screenshot(path=str(shots / f"screenshot-find-{viewport}.png"))
 
-    # From a deep place (as a shared link opens it): Top is one request, the newest row on top.
+    # From a deep place (as a shared link opens it): Top is one request, the page's top.
     page.goto(live.url + "/orders")
     page.get_by_label("Go to date and time").fill(deep.strftime("%Y-%m-%dT%H:%M"))
     page.get_by_role("button", name="Go", exact=True).click()
@@ -120,8 +120,8 @@ def test_bar_and_headers_stay_in_view_top_and_end_take_one_request(live, page: P
         on_top = page.evaluate(FIRST_IN_VIEW)
         assert on_top in (str(newest), str(newest_after)), (on_top, newest, newest_after)
         newest = int(on_top)
-    expect_on_top(page, str(newest))
-    bar_in_view(page)
+    expect_at_page_top(page, str(newest))
+    expect(page.locator("#find-bar")).to_be_in_viewport()
     page.wait_for_function("() => !window.ordersList.busy()")
     # One request for the top (the sentinels then prefetch the next page, as on any page).
     tops = [u for u in requests if not re.search(r"after=|before=|/orders/new", u)]
@@ -144,7 +144,7 @@ def test_bar_and_headers_stay_in_view_top_and_end_take_one_request(live, page: P
     if live.app is None:
         newest = int(api_first(live)["id"])
     page.keyboard.press("Home")
-    expect_on_top(page, str(newest))
+    expect_at_page_top(page, str(newest))
 
 
 def expect_landed(page: Page, order_id: int) -> None:

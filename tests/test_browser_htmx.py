@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import Page, Request, expect
 from werkzeug.datastructures import EnvironHeaders, Headers
 
-from .live import FIRST_IN_VIEW, ON_TOP, ROWS, put_on_top, scroll_until
+from .live import FIRST_IN_VIEW, ON_TOP, ROWS, expect_at_page_top, put_on_top, scroll_until
 from .test_browser_place import given
 
 pytestmark = [pytest.mark.browser]
@@ -239,7 +239,7 @@ def test_home_focuses_the_first_row_as_end_focuses_the_end(live, page: Page):
 
 def at_the_top_and_focused(live: Any, page: Page, first: str | None) -> None:
     """The list's own top (not a page opened mid-way: no rows above to load), its first row
-    focused and on top: `first` locally; on a deployment whichever order leads when the list
+    focused and the page at its top: `first` locally; on a deployment whichever order leads when the list
     opens (other tests write at its top meanwhile, as a shop's clerks do)."""
     expect(page.locator("#less")).to_have_count(0)
     page.wait_for_function(
@@ -249,7 +249,7 @@ def at_the_top_and_focused(live: Any, page: Page, first: str | None) -> None:
     top = page.locator(ROWS).first.get_attribute("data-id")
     if live.app is not None:
         assert top == first, (top, first)
-    page.wait_for_function(ON_TOP, arg=top)
+    expect_at_page_top(page, top)
 
 
 def test_back_from_an_order_300_rows_deep_has_its_row_on_top_and_focused_by_one_request(live, page: Page):

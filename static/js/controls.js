@@ -231,7 +231,7 @@ function goEnd(which) {
   if (!link) return;
   if (which === "footer") { toFooter(); return; }
   // Top focuses the first row, as End focuses the end: the next key goes on from there.
-  openList(link.href, { focus: which === "top" }).then(function (result) {
+  openList(link.href, { focus: which === "top", top: which === "top" }).then(function (result) {
     if (which === "top") {
       announce("The first orders of the list.");
     } else {

@@ -880,8 +880,11 @@ function swapList(target, fragment, ctx) {
   opened = true;
   place = null;
   shownRow = null;
-  land(row ? row.dataset.id : null);
-  if (!row) window.scrollTo(0, 0);
+  // Top (Home) is the page's own top, the site's header in view as on a first visit; anything
+  // else lands its row under the list's top.
+  var pageTop = options.top || !row;
+  land(pageTop ? null : row.dataset.id);
+  if (pageTop) window.scrollTo(0, 0);
   if (row && options.focus) row.focus({ preventScroll: true });
   setBusy();
   var result = { row: row, url: address };
