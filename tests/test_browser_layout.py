@@ -13,8 +13,10 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, Route, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from sqlalchemy import delete, text
+from sqlalchemy.orm import Session
 
-from orders.data.models import CUSTOMER_MAX_LENGTH
+from orders.data.models import CUSTOMER_MAX_LENGTH, Order
 
 from .browsers import GECKO_TOO
 from .helpers import BASE, add_orders, seed
@@ -26,6 +28,7 @@ from .live import (
     engine_of,
     expect_on_top,
     given,
+    local_only,
     put_on_top,
     scroll_still,
     scroll_until,
@@ -157,6 +160,48 @@ def test_no_horizontal_overflow_with_the_largest_amount_and_longest_name(live, b
     # columns had left it 87 px, "Fran..." (static/app.css).
     assert result["name_px"] >= 144, result
     context.close()
+
+
+@GECKO_TOO
+@pytest.mark.parametrize(
+    ("width", "height"), [(1280, 800), (844, 390), (390, 844)], ids=["desktop", "phone-landscape", "phone"]
+)
+def test_long_order_numbers_are_whole_and_run_into_nothing(live, browser, width, height):
+    local_only(live, "gives orders numbers of 8 and 10 digits, which only its own database can")
+    given(live, 40)
+    # A shop's ten millionth order, and its ten billionth (the column is bigint).
+    long_ids = [12_345_678, 9_876_543_210]
+    engine = engine_of(live)
+    with Session(engine) as session:
+        session.add_all(
+            Order(
+                id=n,
+                created_at=BASE + dt.timedelta(minutes=1 + i),
+                customer="Ana Wolfeschlegel",
+                amount=LARGEST,
+                status="cancelled",
+            )
+            for i, n in enumerate(long_ids)
+        )
+        session.commit()
+    try:
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.goto(live.url + "/orders")
+        for order_id in long_ids:
+            expect(page.locator(f"#order-{order_id} td.id")).to_have_text(f"#{order_id}")
+        result = overflow(page)
+        # Whole (a card wraps a number past eight digits, never cuts it), over nothing, and the
+        # name keeps room for about ten letters beside the ten-digit number.
+        assert not result["spilled"] and not result["clipped"] and result["scroll"] <= 0, result
+        assert result["name_px"] >= 96, result
+        context.close()
+    finally:  # the next tests' orders numbered from 1 again: SQLite's AUTOINCREMENT keeps the highest
+        with Session(engine) as session:
+            session.execute(delete(Order).where(Order.id.in_(long_ids)))
+            if engine.dialect.name == "sqlite":
+                session.execute(text("UPDATE sqlite_sequence SET seq = 0 WHERE name = 'orders'"))
+            session.commit()
 
 
 PLACE_STATE = f"""id => {{

@@ -11,6 +11,9 @@ estimate (`EXPLAIN`, from the table's statistics, as good as the last ANALYZE) s
 
 Each figure is shown as "about N" (templates/orders.html), rounded to two significant digits
 (at most 5% from the count).
+
+Beside them, `number_digits`: how many digits the largest order number has, which sizes the
+list's number column (static/app.css `--id-digits`), exact, from one end of the primary key.
 """
 
 from __future__ import annotations
@@ -93,3 +96,11 @@ def _sqlite(session: Session) -> Estimates:
     )
     sampled = sum(counts.values()) or 1
     return Estimates(total, {s: round(total * counts.get(s, 0) / sampled) for s in STATUSES})
+
+
+def number_digits(session: Session) -> int:
+    """The digits of the largest order number (MAX of the primary key: one end of its index on
+    every engine, pushed down to each shard): the number column is made wide enough for it, so
+    that a number is shown whole and never runs into the name (static/app.css)."""
+    largest = session.execute(select(func.max(Order.id))).scalar()
+    return len(str(largest or 0))

@@ -14,7 +14,7 @@ from flask.typing import ResponseReturnValue
 
 from orders.data.db import get_session
 from orders.finding import reader
-from orders.finding.estimates import estimate, rounded
+from orders.finding.estimates import estimate, number_digits, rounded
 from orders.finding.params import InvalidParameter, parse_int
 from orders.finding.request import ListRequest, PageLinks, RefusedSearch
 from orders.web import htmx
@@ -174,6 +174,7 @@ def _page(listing: ListRequest, refused: RefusedSearch | None = None) -> Respons
             "refused": refused,
             # About how many orders (planner statistics, never COUNT(*)): for a search, no estimate.
             "estimates": None if search else estimate(get_session()),
+            "number_digits": number_digits(get_session()),
             "rounded": rounded,
         }
     )
