@@ -304,6 +304,32 @@ def test_arrow_keys_on_sort_do_not_navigate_and_apply_keeps_the_focus(live, page
     expect(page.get_by_role("button", name="Apply")).to_be_focused()
 
 
+def test_a_status_chosen_by_keys_shows_its_name_whole_and_says_its_count(live, browser):
+    given(live, 60)
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    status = page.get_by_label("Status")
+    status.focus()
+    page.keyboard.press("ArrowDown")
+    expect(page).to_have_url(live.url + "/orders")  # waits for Apply
+    chosen, shown, others = status.evaluate(
+        "s => [s.value, s.options[s.selectedIndex].text,"
+        " [...s.options].filter(o => !o.selected && o.value).map(o => o.text)]"
+    )
+    # In the box the name alone, as an applied status shows (with its count it was cut at
+    # 390 px: "Paid (about"); the count is said, and the other choices keep theirs.
+    assert shown == chosen.capitalize(), shown
+    expect(page.locator("#find-status")).to_have_text(re.compile(r"^about [0-9,]+ orders\. Press Apply"))
+    assert others and all(re.search(r" \(about [0-9,]+\)$", text) for text in others), others
+    page.keyboard.press("ArrowDown")
+    assert status.evaluate("s => s.options[s.selectedIndex].text") == status.input_value().capitalize()
+    assert re.search(r"\(about", status.evaluate("s => s.options[1].text")), "the first's count is back"
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(rf"status={status.input_value()}"))
+    context.close()
+
+
 def test_search_by_number_and_by_name(live, page: Page):
     given(live, 200)
     if live.app is None:

@@ -273,12 +273,28 @@ document.addEventListener("pointerdown", function (evt) {
 document.addEventListener("keydown", function (evt) {
   if (evt.target.matches && evt.target.matches("form.controls select")) pointerChoice.delete(evt.target);
 });
+// A status chosen by keys waits for Apply; meanwhile its box shows the name alone, as an applied
+// status's does (templates/orders.html), and the count is said: at 390 px "Paid (about 75,000)"
+// showed as "Paid (about". The other choices keep their counts.
+var ABOUT = / \(about [^)]*\)$/;
+function nameAlone(select) {
+  Array.prototype.forEach.call(select.options, function (option) {
+    if (option.dataset.full == null) option.dataset.full = option.text;
+    option.text = option.selected ? option.dataset.full.replace(ABOUT, "") : option.dataset.full;
+  });
+}
 document.addEventListener("change", function (evt) {
   var select = evt.target;
   var form = select.closest && select.closest("form.controls");
   if (!form) return;
   if (pointerChoice.has(select)) { form.requestSubmit(); return; }
-  announce("Press Apply to show the list with this choice.");
+  var count = "";
+  if (select.name === "status") {
+    nameAlone(select);
+    var about = ABOUT.exec(select.options[select.selectedIndex].dataset.full);
+    if (about) count = about[0].trim().slice(1, -1) + " orders. ";
+  }
+  announce(count + "Press Apply to show the list with this choice.");
 });
 // Focus comes back to the control after the new page loads.
 document.addEventListener("submit", function (evt) {
