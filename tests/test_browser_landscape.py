@@ -69,3 +69,29 @@ def test_the_folded_forms_open_by_their_button_and_by_slash(live, browser: Brows
     expect(search).to_be_focused()
     expect(toggle).to_have_attribute("aria-expanded", "true")
     page.context.close()
+
+
+def test_deep_in_the_list_at_200_percent_the_open_forms_reach_go(live, browser: Browser):
+    """A phone at 200% zoom (195x422 CSS px): the open forms make the bar 531 px tall, and stuck to
+    the top deep in the list its last 110 px (the go-to field's Go) lay below the screen, out of
+    reach of any scroll (the page's scroll tucks the bar). The bar scrolls within itself there."""
+    given(live, 300)
+    context = browser.new_context(viewport={"width": 195, "height": 422}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).first).to_be_visible()
+    page.mouse.move(97, 300)
+    for _ in range(12):
+        page.mouse.wheel(0, 300)
+        page.wait_for_timeout(40)
+    page.mouse.wheel(0, -60)  # a small scroll up brings the bar back, stuck to the top
+    page.wait_for_function("() => !document.documentElement.classList.contains('bar-tucked')")
+    page.get_by_role("button", name="Sort, search, go to").tap()
+    go = page.get_by_role("button", name="Go", exact=True)
+    expect(go).to_be_visible()
+    assert page.evaluate("scrollY") > 1000  # still deep in the list
+    go.scroll_into_view_if_needed()  # as a finger's swipe over the bar, or Tab, brings it
+    expect(go).to_be_in_viewport(ratio=1)
+    box = page.locator("#find-bar").bounding_box()
+    assert box and box["y"] >= -0.5 and box["y"] + box["height"] <= 422.5, box
+    context.close()
