@@ -469,9 +469,13 @@ def test_walk_down_and_back_up_with_rows_dropped_while_others_write(live, page: 
             inside = (BASE - dt.timedelta(minutes=rng.randint(0, 230)), "Inside", Decimal("2.00"), "paid")
             newer = (BASE + dt.timedelta(minutes=rng.randint(1, 50)), "Newer", Decimal("1.00"), "paid")
             add_orders(engine, [inside, newer])
-            victims = rng.sample(sorted(set(initial) - deleted), 2)
-            delete_orders(engine, victims)
-            deleted.update(victims)
+            # Half the first rows stay whatever the walk's pace: a slow engine's walk (WebKit on
+            # a loaded machine) outlasted all 700, and sampled from none.
+            left = sorted(set(initial) - deleted)
+            if len(left) > len(initial) // 2:
+                victims = rng.sample(left, 2)
+                delete_orders(engine, victims)
+                deleted.update(victims)
             time.sleep(0.05)
 
     page.goto(live.url + "/orders")
