@@ -32,6 +32,7 @@ from orders.data.names import name_key
 from orders.data.seed import CUSTOMERS
 from orders.finding.rail import initial_of
 
+from .browsers import GECKO_TOO
 from .live import (
     FIRST_IN_VIEW,
     ON_TOP,
@@ -150,6 +151,7 @@ def drag_to(page: Page, rail: Any, y: float, *, steps: int = 25) -> None:
     page.mouse.move(box["x"] + box["width"] - 4, y, steps=steps)
 
 
+@GECKO_TOO
 def test_a_mouse_drags_the_rail_to_a_bucket_and_lands_on_its_first_row(live, browser, tmp_path):
     given(live)
     context, page, rail = open_rail(live, browser)
@@ -306,6 +308,7 @@ def test_a_finger_dragging_the_handle_down_keeps_the_bar_tucked_and_the_handle_u
     context.close()
 
 
+@GECKO_TOO
 def test_keys_on_the_focused_rail_pick_a_bucket_and_open_it(live, browser):
     given(live)
     context, page, rail = open_rail(live, browser)
@@ -342,6 +345,7 @@ def test_keys_on_the_focused_rail_pick_a_bucket_and_open_it(live, browser):
 FOCUSED_ROW = "() => document.activeElement?.closest('#rows > tr[data-id]')?.dataset.id ?? null"
 
 
+@GECKO_TOO
 def test_after_a_jump_by_the_keys_the_next_tab_goes_on_from_the_landed_row(live, browser):
     """Enter on the rail opens the bucket with the focus on its first row, as a go-to does: the
     next Tab is that row's link, not the link of the page's first row (about 40 rows above it,
