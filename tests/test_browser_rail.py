@@ -234,7 +234,7 @@ def test_a_finger_drags_the_phone_handle_and_lands_on_the_bucket(live, browser, 
     expect(page.locator("#rail")).to_have_class(re.compile("is-awake"))
     expect(page.locator("#rail")).to_have_css("opacity", "1")
     hbox = handle.bounding_box()
-    assert hbox is not None and hbox["height"] >= 44, hbox
+    assert hbox is not None and hbox["height"] >= 44 - 0.01, hbox  # 43.999996 at a fractional y
     assert hbox["x"] + hbox["width"] >= PHONE["width"] - 8, hbox
     clear = page.evaluate(HANDLE_CLEAR)
     # Thumb-sized where it takes a finger: 44 px from the screen's edge, at the handle's middle.
