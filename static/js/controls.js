@@ -276,7 +276,7 @@ document.addEventListener("keydown", function (evt) {
 // A status chosen by keys waits for Apply; meanwhile its box shows the name alone, as an applied
 // status's does (templates/orders.html), and the count is said: at 390 px "Paid (about 75,000)"
 // showed as "Paid (about". The other choices keep their counts.
-var ABOUT = / \(about [^)]*\)$/;
+var ABOUT = / \((about [^)]*)\)$/;
 function nameAlone(select) {
   Array.prototype.forEach.call(select.options, function (option) {
     if (option.dataset.full == null) option.dataset.full = option.text;
@@ -292,7 +292,7 @@ document.addEventListener("change", function (evt) {
   if (select.name === "status") {
     nameAlone(select);
     var about = ABOUT.exec(select.options[select.selectedIndex].dataset.full);
-    if (about) count = about[0].trim().slice(1, -1) + " orders. ";
+    if (about) count = about[1] + " orders. ";
   }
   announce(count + "Press Apply to show the list with this choice.");
 });
