@@ -15,7 +15,7 @@ import orders.web.auth
 from orders.app import create_app
 from orders.core.secret_key import secret_key_problem
 from orders.core.settings import SettingsError
-from orders.web.request_path import DYNAMIC_CACHE_CONTROL
+from orders.web.request_path import DYNAMIC_CACHE_CONTROL, SECURITY_HEADERS
 
 from . import fixtures
 from .fixtures import API_TOKEN, AUTH, CHUNKED_POST, CLIENT_LIMITS, chunked_bodies, migrated
@@ -253,6 +253,30 @@ def test_untrusted_hosts_are_refused_not_copied_into_redirects(new_app) -> None:
         assert "Location" not in response.headers
         assert "evil.example" not in response.get_data(as_text=True)
     assert client.get("/api/orders", headers={"Host": "evil.example"}).json["error"]["code"] == "bad_request"
+
+
+def test_every_answer_carries_each_security_header_once(new_app) -> None:
+    """Pages, fragments, the API, errors of both kinds, a wrong method, the export's stream and
+    static files: orders/web/request_path.py adds them as the answer starts, whatever made it."""
+    client = new_app().test_client()
+    answers = {
+        "page": client.get("/orders"),
+        "fragment": client.get("/orders", headers={"HX-Request": "true"}),
+        "api": client.get("/api/orders"),
+        "api 404": client.get("/api/orders/999"),
+        "page 404": client.get("/nothing-here"),
+        "bad cursor": client.get("/api/orders", query_string={"after": "x"}),
+        "wrong method": client.delete("/orders"),
+        "export": client.get("/orders/export.csv"),
+        "static": client.get("/static/app.css"),
+    }
+    statuses = {name: answer.status_code for name, answer in answers.items()}
+    assert statuses == {**statuses, "api 404": 404, "page 404": 404, "bad cursor": 400, "wrong method": 405}
+    for name, answer in answers.items():
+        for header, value in SECURITY_HEADERS.items():
+            assert answer.headers.getlist(header) == [value], (name, header)
+        assert len(answer.headers.getlist("Cache-Control")) == 1, name
+        answer.close()
 
 
 def test_dynamic_answers_are_private_static_files_are_not_touched(new_app) -> None:

@@ -9,12 +9,12 @@
                   again where it can be); a write checks its bearer token (orders/web/auth.py)
                   and runs once more if a demoted primary refused it (orders/web/write_retry.py)
            -> [5] any exception becomes one code of ERRORS (orders/web/errors.py)
-           -> [6] after the view: the node that read the page (Server-Timing), security headers,
-                  Cache-Control
+           -> [6] after the view: the node that read the page (Server-Timing)
            -> [6b] the answer counted (orders/web/metrics.py, /metrics) and logged with its id
            -> [7] teardown: the request's database session closed (orders/data/db.py)
+           -> [8] WSGI, as the answer starts: security headers, Cache-Control
 
-install() wires [0], [1], [3], [4], [5] and [6] here, once, in that order; create_app() calls it after
+install() wires [0], [1], [3], [4], [5], [6] and [8] here, once, in that order; create_app() calls it after
 the blueprints are registered (the read policy wraps their views). docs/life-of-a-request.md
 follows a list read, a write and an export through it.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, Request, Response, request
+from flask import Flask, Request
 from flask.sessions import SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
@@ -63,6 +63,31 @@ class NoSession(SecureCookieSessionInterface):
         return None
 
 
+class SecurityHeaders:
+    """WSGI middleware, innermost: SECURITY_HEADERS on every answer that has not set its own, and
+    DYNAMIC_CACHE_CONTROL on the views' answers (static files set theirs). Added to the header list
+    as the answer starts, not through the response's Headers, which check every value they are
+    given (str(), and a regex over the 200-character policy): that was 15 us of a page's 750 for
+    five constants (docs/performance.md)."""
+
+    def __init__(self, wsgi_app: Any, static_url_path: str) -> None:
+        self.wsgi_app = wsgi_app
+        self.static_prefix = static_url_path.rstrip("/") + "/"
+        self.headers = tuple((name.lower(), (name, value)) for name, value in SECURITY_HEADERS.items())
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        dynamic = not environ.get("PATH_INFO", "").startswith(self.static_prefix)
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            present = {name.lower() for name, _value in headers}
+            headers = headers + [header for name, header in self.headers if name not in present]
+            if dynamic and "cache-control" not in present:
+                headers.append(("Cache-Control", DYNAMIC_CACHE_CONTROL))
+            return start_response(status, headers, exc_info)
+
+        return self.wsgi_app(environ, start)
+
+
 class LowercaseHost:
     """WSGI middleware: the Host header lowercased, so `Host: LOCALHOST` is the trusted localhost
     (werkzeug compares TRUSTED_HOSTS case-sensitively)."""
@@ -84,7 +109,8 @@ def converters(app: Flask) -> None:
 
 def install(app: Flask) -> None:
     """Wire the request path into `app` (its blueprints already registered)."""
-    # [1] WSGI, outermost first.
+    # [8] and [1]: WSGI, innermost first (each wraps the one before it).
+    app.wsgi_app = SecurityHeaders(app.wsgi_app, app.static_url_path or "/static")  # type: ignore[method-assign]  # as ProxyFix below
     if app.config["TRUSTED_PROXIES"]:
         # The client's address (rate limits, the loopback rule) and scheme as the proxies saw them.
         hops = app.config["TRUSTED_PROXIES"]
@@ -104,15 +130,4 @@ def install(app: Flask) -> None:
     write_retry.install(app)
     # [5] Exceptions to error answers.
     errors.init_app(app)
-    # [6] Headers on every answer (read_routing's Server-Timing hook, when replicas are on, first).
-    app.after_request(_security_headers)
-
-
-def _security_headers(response: Response) -> Response:
-    # The names already set, read once: setdefault() per header searched the list five times.
-    present = {name.lower() for name in response.headers.keys()}  # noqa: SIM118  # Headers: keys() is the names
-    added = [(name, value) for name, value in SECURITY_HEADERS.items() if name.lower() not in present]
-    if request.endpoint != "static" and "cache-control" not in present:
-        added.append(("Cache-Control", DYNAMIC_CACHE_CONTROL))
-    response.headers.extend(added)
-    return response
+    # [6] read_routing's Server-Timing hook, when replicas are on (installed with it, above).
