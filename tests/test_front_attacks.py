@@ -161,6 +161,38 @@ def test_slow_export_readers_never_take_the_lists_slots(stack: Stack) -> None:
     assert max(received) > 0, "no reader was served: the attack is no attack"
 
 
+# Every spelling of the export's and the stream's paths that the app serves as them (gunicorn
+# decodes percent-escapes, werkzeug takes a doubled slash), as a client may send it.
+SPELLINGS = {
+    "exports": (
+        "/orders/export.csv",
+        "/orders/export%2Ecsv",
+        "/orders/%65xport.csv",
+        "//orders/export.csv",
+        "/orders%2Fexport.csv",
+    ),
+    "streams": ("/orders/stream", "/orders/%73tream", "//orders//stream"),
+}
+
+
+def test_every_spelling_of_an_export_or_a_stream_takes_their_slots_not_the_lists(stack: Stack) -> None:
+    """The front routes by the path as the app reads it: by the raw path, /orders/export%2Ecsv
+    was the export served from the list's slots, and slow readers of it took them all."""
+    for backend, paths in SPELLINGS.items():
+        for path in paths:
+            with socket.create_connection(address(stack.front), timeout=10) as sock:
+                sock.sendall(f"HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+                head = sock.recv(4096).decode(errors="replace")
+            # The export answers; a stream server is not part of this stack (the app refuses a
+            # stream with its 503): which slots took the request is the log's to say.
+            assert head.startswith("HTTP/1.1 200" if backend == "exports" else "HTTP/1.1 "), (
+                path,
+                head[:200],
+            )
+            line = wait_for_line(stack.front_log, f'"HEAD {path} HTTP/1.1"')
+            assert f" {backend}/" in line, (path, line)
+
+
 def test_the_fronts_own_503_is_the_apps_json_with_retry_after(tmp_path: Path) -> None:
     nobody = f"127.0.0.1:{free_port()}"  # no app server listens there
     try:
