@@ -46,8 +46,10 @@ def frozen(processes: list[psutil.Process]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[tuple[str, psutil.Process]]:
-    """(redis://127.0.0.1:PORT, its process): a Redis of our own, nothing kept on disk."""
+def redis_server(*, unix_socket: bool = False) -> Iterator[tuple[str, psutil.Process]]:
+    """(redis://127.0.0.1:PORT, its process): a Redis of our own, nothing kept on disk. With
+    `unix_socket`, it listens on a socket in its directory too, and the URI names that socket
+    as the app takes it (redis+unix:///path)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise ServerUnavailable("no redis-server (apt-get install redis-server)")
@@ -55,6 +57,8 @@ def redis_server() -> Iterator[tuple[str, psutil.Process]]:
     workdir = Path(tempfile.mkdtemp(prefix="throwaway-redis-"))
     command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                "--dir", str(workdir)]  # fmt: skip
+    if unix_socket:
+        command += ["--unixsocket", str(workdir / "redis.sock"), "--unixsocketperm", "700"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -64,7 +68,12 @@ def redis_server() -> Iterator[tuple[str, psutil.Process]]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise ServerUnavailable(f"redis-server did not start on port {port}")
             time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}", psutil.Process(process.pid)
+        while unix_socket and not (workdir / "redis.sock").exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise ServerUnavailable("redis-server made no unix socket")
+            time.sleep(0.05)
+        uri = f"redis+unix://{workdir / 'redis.sock'}" if unix_socket else f"redis://127.0.0.1:{port}"
+        yield uri, psutil.Process(process.pid)
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             psutil.Process(process.pid).send_signal(signal.SIGCONT)  # a frozen one cannot end

@@ -49,9 +49,9 @@ class Stack:
 
 
 @contextlib.contextmanager
-def own_redis() -> Iterator[tuple[str, object]]:
+def own_redis(*, unix_socket: bool = False) -> Iterator[tuple[str, object]]:
     try:
-        with redis_server() as server:
+        with redis_server(unix_socket=unix_socket) as server:
             yield server
     except ServerUnavailable as err:
         unavailable("a Redis of the test's own", str(err))

@@ -83,6 +83,24 @@ def test_readiness_is_degraded_without_redis_and_down_without_the_database(clust
         app.extensions["engine"].dispose()
 
 
+def test_readiness_reads_a_redis_on_a_unix_socket_as_the_limits_do() -> None:
+    """RATELIMIT_STORAGE_URI=redis+unix:///path (the limits library's name, which the settings
+    take): the limits counted there while every /healthz was a 500 (redis-py calls it unix://)."""
+    with own_redis(unix_socket=True) as (redis_uri, redis_process):
+        app = make_app("sqlite://", RATELIMIT_STORAGE_URI=redis_uri, RATELIMIT_STORAGE_TIMEOUT_MS=200)
+        client = app.test_client()
+        health = client.get("/healthz")
+        assert health.status_code == 200 and health.json == {"status": "ok"}, health.get_data()[:300]
+        redis_process.kill()
+        redis_process.wait(10)
+        time.sleep(READY_FOR_S)
+        health = client.get("/healthz")
+        assert health.json == {"status": "degraded", "degraded": ["rate_limit_storage"]}, health.get_data()[
+            :300
+        ]
+        app.extensions["engine"].dispose()
+
+
 def test_readiness_is_checked_once_a_second_and_liveness_asks_nothing(cluster: Server) -> None:
     app = make_app(cluster.url, **BOUNDS)
     client = app.test_client()

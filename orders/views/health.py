@@ -112,6 +112,11 @@ def _redis() -> str | None:
     import redis
 
     seconds = current_app.config["HEALTHZ_TIMEOUT_MS"] / 1000
+    # redis+unix:// is the limits library's name for a socket (orders/core/settings.py StorageUri
+    # takes it); redis-py calls it unix://, as limits itself tells redis-py. Given as it was, it
+    # raised ValueError here: every /healthz a 500 while the limits worked.
+    if uri.startswith("redis+unix://"):
+        uri = "unix://" + uri.removeprefix("redis+unix://")
     client = redis.Redis.from_url(uri, socket_timeout=seconds, socket_connect_timeout=seconds)
     try:
         client.ping()
