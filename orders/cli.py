@@ -35,7 +35,7 @@ from orders.data.models import STATUSES, Order
 from orders.data.rail_fold import fold
 from orders.data.seed import seed_orders
 from orders.data.shards import ShardSetupError, add_shard, init_shards
-from orders.exports.stream import EXPORT_BATCH_SIZE, csv_header, export_chunks, snapshot
+from orders.exports.stream import EXPORT_BATCH_SIZE, MAX_BATCH_SIZE, csv_header, export_chunks, snapshot
 from orders.finding.params import InvalidParameter
 from orders.finding.request import list_request
 from orders.finding.sorts import DEFAULT_SORT, SORTS
@@ -232,7 +232,9 @@ class _StopFlag:
 @click.option("--q", "search", default=None, help="Only the orders the search box finds for this text.")
 @click.option("--to", default=None, help="Start where the list's Go to would: a date, an amount or a name.")
 @click.option("--consistent", is_flag=True, help="Read one snapshot (REPEATABLE READ) for the whole export.")
-@click.option("--batch-size", default=EXPORT_BATCH_SIZE, show_default=True)
+@click.option(
+    "--batch-size", type=click.IntRange(1, MAX_BATCH_SIZE), default=EXPORT_BATCH_SIZE, show_default=True
+)
 @click.option("--raw", is_flag=True,
               help="Write customer names exactly as stored: no ' before a leading =, +, -, @, tab or CR "
                    "(unsafe to open in a spreadsheet).")  # fmt: skip
@@ -256,7 +258,11 @@ def export_command(
     spreadsheet would run as a formula are written with a leading ' unless --raw."""
     # The list the page shows for the same parameters (orders/finding/request.py): one definition.
     given = {"sort": sort, "status": status, "after": after, "q": search, "to": to}
-    args = MultiDict({name: value for name, value in given.items() if value})
+    # An empty --after (an unset "$CURSOR") is refused as the web refuses `?after=`: dropped, it
+    # exported from the top without a header into the file a resume appends to.
+    args = MultiDict(
+        {name: value for name, value in given.items() if value or (name == "after" and value is not None)}
+    )
     try:
         listing = list_request(args)
     except PaginationError as err:  # the cursor, decoded here once

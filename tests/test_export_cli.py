@@ -509,3 +509,20 @@ def test_a_download_stopped_early_leaves_no_read_running() -> None:
     ahead.close()  # the client went away: waits for the reads under way, starts no other
     assert not [t for t in threading.enumerate() if t.name.startswith("export-read")]
     assert sum(s.rollbacks for s in sessions) <= 3  # the one yielded, at most two under way
+
+
+def test_a_wrong_option_is_a_usage_error_and_the_file_is_left_alone(export_db: str, tmp_path: Path) -> None:
+    """An empty --after (an unset "$CURSOR") truncated the file and wrote the whole export
+    without its header; a batch size of 0 blamed --after, a huge one was the database's error."""
+    part = tmp_path / "orders.csv"
+    part.write_bytes(b"what an interrupted export wrote\n")
+    for args, named in (
+        (("--after", ""), "--after"),
+        (("--batch-size", "0"), "--batch-size"),
+        (("--batch-size", "-5"), "--batch-size"),
+        (("--batch-size", "99999999999999999999"), "--batch-size"),
+    ):
+        process = export(export_db, "--output", str(part), *args, stdout=subprocess.PIPE)
+        _, err = finish(process)
+        assert process.returncode == 2 and named in err, (args, err)
+        assert part.read_bytes() == b"what an interrupted export wrote\n", args

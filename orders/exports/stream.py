@@ -30,6 +30,9 @@ from orders.finding.request import ListRequest
 from pagination import Keyset, Range
 
 EXPORT_BATCH_SIZE = 20_000  # rows per keyset batch: per-batch costs (a probe, a transaction) under 5%
+# The most `flask export --batch-size` takes: a batch's CSV is made in memory (about 60 MB at this
+# size), and a LIMIT past the engines' integers was a database error, not the option's.
+MAX_BATCH_SIZE = 1_000_000
 # The web export's first batch, read before its response starts (so that a bad start or a dead
 # database is an error status): a HEAD, or a client gone before the body, costs this one small
 # range, not the two full batches the read-ahead has under way, and a download's first bytes
