@@ -15,18 +15,11 @@ check a second elsewhere) for up to STREAMS_PER_PROCESS streams; set WEB_CONCURR
 Everything else (logs, metrics, control socket, limits) is gunicorn.conf.py's, read first.
 """
 
-import os
+import importlib
 import runpy
 import sys
 from pathlib import Path
 from typing import Any
-
-# psycopg picks its way of waiting for the server when first imported: unpatched, its C wait,
-# which under gevent would stop every stream of the worker while the watcher waits for PostgreSQL.
-# Set before it is imported, it picks poll(), looked up at each wait (gevent's, once patched); a
-# start that imported it earlier (serve.py checks DATABASE_URL's driver) is set right after the
-# worker is patched, in post_worker_init below.
-os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_poll")
 
 _COMMON = Path(__file__).resolve().parent.parent / "gunicorn.conf.py"
 globals().update(
@@ -37,11 +30,19 @@ _common_post_worker_init = globals()["post_worker_init"]
 
 
 def post_worker_init(worker: Any) -> None:
-    """gunicorn.conf.py's, and psycopg's wait made gevent's (see PSYCOPG_WAIT_FUNC above)."""
+    """gunicorn.conf.py's, and psycopg's waits chosen again now that gevent has patched.
+
+    psycopg chooses how it waits for the server when first imported, which serve.py does in the
+    master (it loads DATABASE_URL's driver to check it), before the worker is patched: its C wait
+    for statements, the unpatched selector bound for connecting. Either stops every stream of the
+    worker while PostgreSQL does not answer: each reconnect of the watcher held it for the whole
+    connect timeout (tests/test_stream_server.py). psycopg supports gevent when imported after
+    the patch: it sees it and waits on gevent's poll() and selector, which yield. So its module
+    of waits is run again here, every choice in it psycopg's own."""
     _common_post_worker_init(worker)
     waiting = sys.modules.get("psycopg.waiting")
-    if waiting is not None:
-        waiting.wait = waiting.wait_poll  # psycopg calls it as waiting.wait(...) at each wait
+    if waiting is not None:  # psycopg calls waiting.wait(...) and waiting.wait_conn(...) each time
+        importlib.reload(waiting)
 
 
 worker_class = "gevent"

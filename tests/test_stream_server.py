@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from devtools.gunicorn import gunicorn
+from devtools.gunicorn import free_port, gunicorn
 
-from .logs import whole_lines
+from .logs import log_tail, whole_lines
 from .recipe import address
 from .test_stream import next_message, post_order, stream
 
@@ -79,6 +79,44 @@ def test_the_production_recipe_list_refuses_and_the_gevent_server_streams(
             time.sleep(0.1)
         assert again.status == 200
         assert any("Using worker: gevent" in line for line in whole_lines(tmp_path / "streams.log"))
+
+
+def test_the_watcher_connecting_to_a_silent_database_stops_no_other_request(tmp_path: Path) -> None:
+    """The operator's report: PostgreSQL frozen, /healthz/live (which touches nothing) took
+    4.7-4.9 s and every stream's heartbeat stopped for 7 s at a time, each stall ending with the
+    watcher's `ConnectionTimeout`. psycopg was imported in the master (serve.py loads the driver
+    to check DATABASE_URL), before gevent patched the worker, and its connect wait kept the
+    unpatched selector: each reconnect blocked the whole worker for the connect timeout. Here
+    the database is a listener that accepts and never answers (a frozen server, as libpq sees
+    it), which holds every connect until DATABASE_CONNECT_TIMEOUT_S: the worker answers
+    /healthz/live promptly throughout."""
+    silent = socket.create_server(("127.0.0.1", free_port()))  # never accepted, never answered
+    env = {"DATABASE_CONNECT_TIMEOUT_S": "2"}
+    log = tmp_path / "streams.log"
+    url = f"postgresql+psycopg://app@127.0.0.1:{silent.getsockname()[1]}/orders"
+    slowest, answers = 0.0, 0
+    with (
+        silent,
+        gunicorn(
+            url, log_path=log, workers=1, env=env, config="deploy/gunicorn-streams.conf.py",
+            ready_path="/healthz/live",
+        ) as (stream_url, _),
+        stream(stream_url) as response,
+    ):  # fmt: skip
+        assert response.status == 200  # its watcher connects now, and waits
+        # Until the first connect has timed out (2 s; 5 s of polling at most).
+        deadline = time.monotonic() + 5
+        while not any("ConnectionTimeout" in line for line in whole_lines(log)):
+            assert time.monotonic() < deadline, f"no connect timed out:\n{log_tail(log)}"
+            started = time.monotonic()
+            with urllib.request.urlopen(stream_url + "/healthz/live", timeout=5) as live:
+                assert live.status == 200
+            slowest, answers = max(slowest, time.monotonic() - started), answers + 1
+            time.sleep(0.1)
+    print(f"\n/healthz/live while the watcher connected: {answers} answers, slowest {slowest * 1000:.0f} ms")
+    # Unpatched, the first answer waited for the connect's whole timeout (2 s).
+    assert slowest < 1, f"/healthz/live took {slowest:.1f} s: the watcher's connect held the worker"
+    assert answers >= 5  # asked all along the connect's 2 s
 
 
 def test_the_front_sends_streams_to_the_stream_server_and_passes_events_at_once(
