@@ -151,9 +151,13 @@ function resizePending() {
 // that row as the fragment. replaceState adds no history entry and keeps the entry's state (htmx
 // 4 restores only entries it marked, by a full GET of the address: no snapshot to move along).
 function here() { return location.pathname + location.search + location.hash; }
+// The address without its row: which list, at which page, the rows in view came from.
+function listPath() { return location.pathname + location.search; }
+var shownPath = listPath();
 function setAddress(url, push) {
   if (push) history.pushState({ ordersList: true }, "", url);
   else if (url !== here()) history.replaceState(history.state, "", url);
+  shownPath = listPath();
 }
 function addressOf(row, top) {
   var start = row;
@@ -896,7 +900,22 @@ function swapList(target, fragment, ctx) {
 // Back and forward between entries open() made: show the list at that entry's address.
 // (htmx restores its own entries, the boosted navigations, itself.)
 window.addEventListener("popstate", function (evt) {
-  if (!opened || (evt.state && evt.state.htmx) || !table()) return;
+  var moved = listPath() !== shownPath;
+  shownPath = listPath();
+  if (evt.state && evt.state.htmx) {
+    // htmx restores it, from the address as it reads it a task later (its before:history:restore
+    // comes then): meanwhile the rows of the entry Back came from are still in view, and a place
+    // noted from them (a throttled note due after a landing) rewrote this entry's address to one
+    // of theirs, so Back restored where it came from. Nothing is noted until the restore is over.
+    // (Between entries of one address, a row's #hash apart, Chromium's htmx restores nothing.)
+    if (moved && table()) {
+      clearTimeout(placeTimer);
+      placeTimer = null;
+      restoring = true;
+    }
+    return;
+  }
+  if (!opened || !table()) return;
   open(here(), { push: false });
 });
 
