@@ -19,7 +19,11 @@ Here, before gunicorn is imported:
 4. what gunicorn's validators let through and fail on later: a --config, --certfile, --keyfile
    or --ca-certs that cannot be read (exit 1, or a traceback in every worker), a certificate
    and key that do not load, a --worker-class that cannot be imported, a --log-level gunicorn
-   does not know (it started silently at info).
+   does not know (it started silently at info);
+5. and, once gunicorn has read its config, GUNICORN_CMD_ARGS and the options here, before it
+   starts anything: the number of workers it will run. Production refuses per-process rate-limit
+   counters (memory://) with more than one; the table's rule sees WEB_CONCURRENCY alone, and
+   `WEB_CONCURRENCY=1 ... --workers 3` ran three workers, each counting limits alone.
 
 A bad value anywhere: one line on stderr naming it (credentials masked), exit status 2, as every
 other command of the app. Then gunicorn runs with the repository's gunicorn.conf.py and, when no
@@ -160,10 +164,12 @@ def given_environment(sources: Sequence[tuple[str, Any]], environ: Mapping[str, 
     return merged
 
 
-def checked_arguments(args: Sequence[str], environ: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
-    """gunicorn's command line for `args` and the environment its app will see (`environ` and
-    the `--env` options), every setting gunicorn will read checked first: SettingsError (one
-    line) on the first bad one."""
+def checked_arguments(
+    args: Sequence[str], environ: Mapping[str, str]
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """gunicorn's command line for `args`, the environment its app will see (`environ` and the
+    `--env` options) and the settings read from it, every setting gunicorn will read checked
+    first: SettingsError (one line) on the first bad one."""
     from orders.core.settings import SettingsError, from_environment, masked, resolve
 
     # The environment alone first: importing gunicorn (its parser) reads WEB_CONCURRENCY.
@@ -178,7 +184,7 @@ def checked_arguments(args: Sequence[str], environ: Mapping[str, str]) -> tuple[
     sources = [("GUNICORN_CMD_ARGS", from_env), ("serve.py's command line", given_here)]
     merged = given_environment(sources, environ)
     given = from_environment(merged)
-    resolve(given)
+    values = resolve(given)
     for source, parsed in sources:
         check_what_options_name(source, parsed)
     if "PORT" in given and "BIND" not in given and not (from_env.bind or given_here.bind):
@@ -190,27 +196,39 @@ def checked_arguments(args: Sequence[str], environ: Mapping[str, str]) -> tuple[
     options = [*args]
     if from_env.config is None and given_here.config is None:  # the repository's, from any directory
         options = ["--config", str(CONFIG), *options]
-    return (options if given_here.args or from_env.args else [*options, APP]), merged
+    return (options if given_here.args or from_env.args else [*options, APP]), merged, values
+
+
+def _refuse(err: Exception) -> NoReturn:
+    print(f"Error: {err}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 def main(args: Sequence[str] | None = None) -> Any:
-    from orders.core.settings import SettingsError
+    from orders.core.settings import SettingsError, check_workers
 
     for name in READ_AT_IMPORT:
         if name in os.environ and not os.environ[name].strip():
             del os.environ[name]  # unset, as the table reads it
     try:
-        options, environment = checked_arguments(sys.argv[1:] if args is None else args, os.environ)
+        options, environment, values = checked_arguments(sys.argv[1:] if args is None else args, os.environ)
     except SettingsError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _refuse(err)
     # gunicorn.conf.py reads the settings as the app will: with the --env values (gunicorn sets
     # them itself only after reading its config).
     os.environ.update(environment)
     from gunicorn.app.wsgiapp import WSGIApplication
 
     sys.argv = [sys.argv[0], *options]
-    return WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]", prog="serve.py").run()
+    application = WSGIApplication("%(prog)s [OPTIONS] [APP_MODULE]", prog="serve.py")
+    # How many workers gunicorn runs is known only now, its config, GUNICORN_CMD_ARGS and the
+    # options read in its order: checked before run() starts anything (its on_starting hook
+    # comes after gunicorn's first log line, and only with gunicorn.conf.py).
+    try:
+        check_workers(values, application.cfg.workers)
+    except SettingsError as err:
+        _refuse(err)
+    return application.run()
 
 
 if __name__ == "__main__":

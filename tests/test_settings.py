@@ -424,6 +424,39 @@ def test_production_starts_only_through_serve_py(tmp_path: Path) -> None:
     assert any("Booting worker" in line for line in whole_lines(tmp_path / "serve.log"))
 
 
+# What makes gunicorn run more workers than WEB_CONCURRENCY says: (environment, arguments, the
+# workers run, serve.py's exit status). {config}: a config file of the test's own.
+WORKERS_GIVEN = [
+    ({}, ["--workers", "3"], 3, 2),
+    ({"GUNICORN_CMD_ARGS": "--workers=3"}, [], 3, 2),
+    ({}, ["--config", "{config}"], 4, 2),
+    ({"GUNICORN_CMD_ARGS": "--workers=3"}, ["-w", "1"], 1, 0),  # the command line wins: one
+]
+
+
+@pytest.mark.parametrize(("env", "args", "workers", "status"), WORKERS_GIVEN)
+def test_production_refuses_per_process_limits_with_the_workers_gunicorn_runs(
+    tmp_path: Path, env: dict[str, str], args: list[str], workers: int, status: int
+) -> None:
+    """WEB_CONCURRENCY=1 with memory:// passed the table's rule while `--workers 3` or
+    GUNICORN_CMD_ARGS ran three workers, each counting every limit alone. serve.py asks once
+    gunicorn has read its config and options, before its run() (where --check-config stops, so
+    no server is started here): one line, exit 2; one worker still starts."""
+    config = tmp_path / "four.conf.py"
+    config.write_text("workers = 4\n")
+    result = forked.run(
+        [sys.executable, "serve.py", "--check-config", *(a.format(config=config) for a in args)],
+        cwd=ROOT,
+        env={**_production(), "METRICS": "off", **env},  # METRICS off: no temporary directory left
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == status, result.stderr[-800:]
+    if status:
+        assert f"RATELIMIT_STORAGE_URI=memory:// with {workers} workers" in _one_line(result, "--workers")
+
+
 def test_serve_py_runs_the_repositorys_config_from_any_directory(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "serve.py"), "--check-config", "--print-config"],

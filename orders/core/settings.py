@@ -512,7 +512,7 @@ SETTINGS: tuple[Setting, ...] = (
         StorageUri(),
         "memory://",
         "where rate-limit counters live; memory:// counts per process, redis:// shares them; "
-        "(production) redis:// when WEB_CONCURRENCY > 1",
+        "(production) redis:// when gunicorn runs more than one worker (WEB_CONCURRENCY, --workers)",
         readme="`redis://...` to share rate-limit counters between processes",
     ),
     Setting(
@@ -711,11 +711,21 @@ def check_together(values: Mapping[str, Any]) -> None:
             f"API_TOKENS item {short[0]} is too short for production: each token must be at least "
             f"{MIN_TOKEN_LENGTH} characters"
         )
-    workers = values.get("WEB_CONCURRENCY") or default_workers(os.cpu_count() or 1)
-    if workers > 1 and values["RATELIMIT_STORAGE_URI"].startswith("memory"):
+    check_workers(values, values.get("WEB_CONCURRENCY") or default_workers(os.cpu_count() or 1))
+
+
+def check_workers(values: Mapping[str, Any], workers: int) -> None:
+    """Production refuses per-process rate-limit counters (memory://) with more than one worker:
+    each would count every limit alone. Asked with WEB_CONCURRENCY (what gunicorn.conf.py runs)
+    by check_together, and by serve.py with the number gunicorn will run once it has read its
+    config, GUNICORN_CMD_ARGS and its options (`WEB_CONCURRENCY=1 ... --workers 3` ran three)."""
+    if values["APP_ENV"] != PRODUCTION or workers <= 1:
+        return
+    if values["RATELIMIT_STORAGE_URI"].startswith("memory"):
         raise SettingsError(
             f"RATELIMIT_STORAGE_URI=memory:// with {workers} workers counts each limit once per "
-            "process in production; set RATELIMIT_STORAGE_URI=redis://... (or WEB_CONCURRENCY=1)"
+            "process in production; set RATELIMIT_STORAGE_URI=redis://... (or run one worker: "
+            "WEB_CONCURRENCY=1 and no other --workers)"
         )
 
 
