@@ -34,7 +34,7 @@ import gunicorn.util
 
 from orders.core.errors import ERRORS, RETRY_AFTER_SECONDS
 from orders.core.settings import PRODUCTION, SENDFILE_YES, default_workers, load_or_exit
-from serve import started_here
+from serve import PRODUCTION_START, started_here
 
 # The same checked table as the app (a bad value: one line on stderr, exit status 2, before any
 # worker starts).
@@ -44,8 +44,8 @@ _settings = load_or_exit()
 # serves development).
 if _settings["APP_ENV"] == PRODUCTION and not started_here():
     print(
-        "Error: APP_ENV=production starts with `python serve.py [gunicorn options]`, which checks "
-        "every setting gunicorn reads before gunicorn does (docs/operations.md)",
+        f"Error: {PRODUCTION_START}, which checks every setting gunicorn reads before gunicorn "
+        "does (docs/operations.md)",
         file=sys.stderr,
     )
     raise SystemExit(2)

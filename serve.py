@@ -43,6 +43,9 @@ from typing import Any, NoReturn
 ROOT = Path(__file__).resolve().parent
 CONFIG = ROOT / "gunicorn.conf.py"
 APP = "app:create_app()"
+# The one production start, as the refusals of the others say it (gunicorn.conf.py: gunicorn
+# started straight; app.py: `flask run`).
+PRODUCTION_START = "APP_ENV=production starts with `python serve.py [gunicorn options]`"
 # gunicorn's options that are rows of the settings table: checked by the table's rules.
 TABLE_OPTIONS = {"bind": "BIND", "workers": "WEB_CONCURRENCY", "threads": "WEB_THREADS"}
 # What gunicorn reads from the environment when it is imported, with int() or as a default: an

@@ -424,6 +424,26 @@ def test_production_starts_only_through_serve_py(tmp_path: Path) -> None:
     assert any("Booting worker" in line for line in whole_lines(tmp_path / "serve.log"))
 
 
+def test_production_refuses_flask_run_and_runs_the_operators_commands(tmp_path: Path) -> None:
+    """`APP_ENV=production flask --app app run` served Werkzeug's development server: refused in
+    one line, exit 2 (port 0: had it served, on a port nobody else asked for). The commands
+    docs/operations.md has operators run in production still run."""
+    flask = [sys.executable, "-m", "flask", "--app", "app"]
+    env = {**_production(), "DATABASE_URL": f"sqlite:///{tmp_path / 'production.db'}"}
+
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return forked.run([*flask, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=20)
+
+    refused = run("run", "--port", "0")
+    assert refused.returncode == 2, refused.stderr[-800:]
+    assert "`flask run` is Werkzeug's development server" in _one_line(refused, "python serve.py")
+    commands = [["init-db"], ["seed", "--rows", "20"], ["export", "--output", str(tmp_path / "o.csv")]]
+    for command in [*commands, ["fold-rail"]]:
+        result = run(*command)
+        assert result.returncode == 0, (command, result.stderr[-800:])
+    assert len((tmp_path / "o.csv").read_text().splitlines()) == 21
+
+
 # What makes gunicorn run more workers than WEB_CONCURRENCY says: (environment, arguments, the
 # workers run, serve.py's exit status). {config}: a config file of the test's own.
 WORKERS_GIVEN = [
