@@ -18,7 +18,6 @@ import difflib
 import os
 import re
 import sys
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +37,6 @@ SENDFILE_VALUES = (*SENDFILE_YES, "n", "0", "no", "false")
 
 class SettingsError(ValueError):
     """A setting the operator got wrong: one line naming the setting, the value and the rule."""
-
-
-class SettingsWarning(UserWarning):
-    """In development: an environment variable that looks like a setting but is none."""
 
 
 # A URL's password (`postgresql+psycopg://app:S3cret@host/db`, `redis://:pass@host`) and a
@@ -627,11 +622,16 @@ def _given(environ: Mapping[str, str], name: str) -> str:
     return next(iter(spellings.values()), "")
 
 
+# What development has warned about in this process. serve.py reads the environment twice and
+# gunicorn.conf.py once in gunicorn's master, and each worker (forked after) once more: said once.
+_WARNED: set[str] = set()
+
+
 def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The settings given in the environment (empty values count as unset), each read and
     checked; SettingsError on the first bad one. A variable that looks like a setting but is
     none (a misspelling, an unknown name with the settings' prefixes) is refused in production
-    and warned about (SettingsWarning) in development: a misspelled TRUSTED_PROXIES would
+    and warned about in development, one line on stderr: a misspelled TRUSTED_PROXIES would
     otherwise be ignored, and every client behind the front share one rate-limit budget."""
     environ = os.environ if environ is None else environ
     values = {s.name: s.read(given) for s in SETTINGS if (given := _given(environ, s.name)).strip()}
@@ -639,7 +639,11 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
     if problems and values.get("APP_ENV") == PRODUCTION:
         raise SettingsError(f"{problems[0]} (APP_ENV=production refuses it; unset or rename it)")
     for problem in problems:
-        warnings.warn(problem + " (production refuses it)", SettingsWarning, stacklevel=2)
+        if problem not in _WARNED:
+            _WARNED.add(problem)
+            # Printed, not warnings.warn: that added the caller's source line under it (two
+            # lines for one slip), and -W error made it a traceback.
+            print(f"Warning: {problem} (production refuses it)", file=sys.stderr)
     return values
 
 
