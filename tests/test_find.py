@@ -9,6 +9,7 @@ import datetime as dt
 import random
 import re
 from decimal import Decimal
+from html import unescape
 
 import pytest
 from sqlalchemy import delete, func, insert, select, update
@@ -166,6 +167,49 @@ def test_a_search_the_app_refuses_is_the_boxs_message_over_the_list(client, engi
     )
     assert opened.status_code == 400 and 'class="error-message">q ' in opened.get_data(as_text=True)
     assert client.get("/orders/new", query_string={"q": typed}).status_code == 400
+
+
+# Go-to values the list cannot read, and what the Go field says of each (the API's 400 names `to`).
+REFUSED_GOTO = {
+    ("newest", "2026-02-30"): "Go to takes a real date and time, not '2026-02-30'.",
+    ("newest", "yesterday"): "Go to takes a date (2026-03-11) or a date and time (2026-03-11 14:30), "
+    "not 'yesterday'.",
+    ("amount", "12,34,5"): "Go to takes an amount like 1234.50, 1,234.50 or 1234,50 (thousands in "
+    "groups of three), not '12,34,5'.",
+    ("customer", "!!!"): "Go to needs letters or digits: the rest only separates words.",
+}
+
+
+@pytest.mark.parametrize(("sort", "typed"), list(REFUSED_GOTO))
+def test_a_go_to_the_list_cannot_read_is_the_fields_message_over_the_list(client, engine, sort, typed):
+    # A reader's trial without JavaScript: a mistyped date replaced the list, the bar and what was
+    # typed with an error page, and its words were the API's ("to is not a real date and time").
+    # The list page stays, as for a refused search: the same list (its sort and status kept), the
+    # Go field keeping the text, marked invalid, with the reason under it; a 400 still.
+    seed_names(engine)
+    args = {"sort": sort, "status": "paid"}
+    unmoved = client.get("/orders", query_string=args).get_data(as_text=True)
+    page = client.get("/orders", query_string={**args, "to": typed})
+    html = unescape(page.get_data(as_text=True))
+    assert page.status_code == 400, html[:500]
+    assert ROW_ID.findall(html) == ROW_ID.findall(unmoved) != []
+    message = re.search(r'<p class="field-message" id="jump-message"[^>]*>([^<]*)</p>', html)
+    assert message is not None and message.group(1) == REFUSED_GOTO[sort, typed], html[:3000]
+    field = re.search(r'<input name="to"[^>]*>', html)
+    assert (
+        field is not None and f'value="{typed}"' in field.group() and 'aria-invalid="true"' in field.group()
+    )
+    assert (sort == "newest" or f"sort={sort}" in html) and "status=paid" in html  # newest: the default
+    # The API names the parameter; the find bar (JavaScript's open()) reads the reader's sentence.
+    api = client.get("/api/orders", query_string={"sort": sort, "to": typed})
+    assert api.status_code == 400 and api.json["error"]["message"].startswith("to "), api.json
+    opened = client.get(
+        "/orders",
+        query_string={"sort": sort, "to": typed},
+        headers={"HX-Request": "true", "HX-Request-Type": "full"},
+    )
+    said = unescape(opened.get_data(as_text=True))
+    assert opened.status_code == 400 and f'class="error-message">{REFUSED_GOTO[sort, typed]}' in said
 
 
 def test_a_refused_searchs_page_when_the_database_does_not_answer_is_the_503(client, monkeypatch):

@@ -373,9 +373,9 @@ def test_go_to_refuses_values_the_sort_cannot_hold_with_a_400(client, engine, qu
     ("query", "says"),
     [
         # Zones no place has: +99:00 moved the go-to by four days, silently.
-        ("to=2026-03-11T10:20:00%2B99:00", "to's zone must be Z or from -14:00 to +14:00, not '+99:00'"),
-        ("to=2026-03-11T10:20:00%2B00:60", "to's zone must be Z or from -14:00 to +14:00, not '+00:60'"),
-        ("to=2026-03-11T10:20:00-14:01", "to's zone must be Z or from -14:00 to +14:00, not '-14:01'"),
+        ("to=2026-03-11T10:20:00%2B99:00", "takes a zone of Z or from -14:00 to +14:00, not '+99:00'"),
+        ("to=2026-03-11T10:20:00%2B00:60", "takes a zone of Z or from -14:00 to +14:00, not '+00:60'"),
+        ("to=2026-03-11T10:20:00-14:01", "takes a zone of Z or from -14:00 to +14:00, not '-14:01'"),
         # Thousands after a leading zero: "0.001" was 1 and "0,500" was 500.
         ("sort=amount&to=0.001", "thousands in groups of three), not '0.001'"),
         ("sort=amount&to=0,500", "thousands in groups of three), not '0,500'"),

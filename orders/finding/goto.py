@@ -79,6 +79,17 @@ GOTO_FIELDS: dict[GotoKind, GotoField] = {
 }
 
 
+class GotoError(InvalidParameter):
+    """A go-to refused. As SearchError: the message names the parameter (`to ...`, the API's 400),
+    `reason` says the same without it, for the list page's sentence under the field ("Go to takes
+    a real date and time, not '2026-02-30'."). `api`: the message's own words where a client needs
+    more than a reader (the forms the API writes)."""
+
+    def __init__(self, reason: str, api: str | None = None) -> None:
+        super().__init__(f"to {api or reason}")
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class Goto:
     """A go-to as typed (`to`, and the reader's zone `tz` for a date), and its value for the sort."""
@@ -96,10 +107,10 @@ class Goto:
 
 
 def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
-    """The first key column's value for `sort` from the text typed, or InvalidParameter."""
+    """The first key column's value for `sort` from the text typed, or GotoError."""
     raw = raw.strip()
     if not raw:
-        raise InvalidParameter("to is empty: give a value to go to")
+        raise GotoError("takes a value: type where to go")
     spec = SORTS[sort]
     if spec.goto == "datetime":
         when = _when(raw, tz_offset)
@@ -110,13 +121,13 @@ def value_for(sort: str, raw: str, tz_offset: str | None = None) -> Any:
     if spec.goto == "amount":
         return amount(raw)
     if len(raw) > MAX_NAME:
-        raise InvalidParameter(f"to is a name (prefix) of at most {MAX_NAME} characters")
+        raise GotoError(f"takes a name (its start) of at most {MAX_NAME} characters")
     # The words of the name, as the search reads them: "ú", "U" and "u" go to the same place,
     # and "Pereira" to the first name with a word starting with it (orders/finding/reader.py).
     try:
         return Search.parse_words(raw)
     except SearchError as err:
-        raise InvalidParameter(str(err)) from None
+        raise GotoError(err.reason) from None
 
 
 def amount(raw: str) -> Decimal:
@@ -126,7 +137,7 @@ def amount(raw: str) -> Decimal:
     decimals). Anything else is refused with the forms that are understood."""
     text = raw.strip()
     if not (_AMOUNT.fullmatch(text) and text[-1].isdigit()):
-        raise InvalidParameter(f"to must be {_AMOUNT_HELP}, not {raw[:40]!r}")
+        raise GotoError(f"takes {_AMOUNT_HELP}, not {raw[:40]!r}")
     whole, fraction = text, ""
     decimal = re.fullmatch(r"(.*[0-9])[.,]([0-9]{1,2})", text)
     if decimal is not None:
@@ -141,24 +152,25 @@ def amount(raw: str) -> Decimal:
         # Thousands are not grouped after a leading zero: "0.001" and "0,500" were 1 and 500.
         or (len(groups) > 1 and groups[0].startswith("0"))
     ):
-        raise InvalidParameter(f"to must be {_AMOUNT_HELP} (thousands in groups of three), not {raw[:40]!r}")
+        raise GotoError(f"takes {_AMOUNT_HELP} (thousands in groups of three), not {raw[:40]!r}")
     digits = "".join(groups)
     if len(digits.lstrip("0")) > 10:
-        raise InvalidParameter(f"to must be an amount below 10,000,000,000, not {raw[:40]!r}")
+        raise GotoError(f"takes an amount below 10,000,000,000, not {raw[:40]!r}")
     return Decimal(f"{digits}.{fraction or '0'}")
 
 
 def _when(raw: str, tz_offset: str | None) -> dt.datetime:
     if not (raw.isascii() and _WHEN.fullmatch(raw)):
-        raise InvalidParameter(
-            "to must be a date (2026-03-11) or date and time (2026-03-11T10:30, or with seconds and"
-            f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}"
+        raise GotoError(
+            f"takes a date (2026-03-11) or a date and time (2026-03-11 14:30), not {raw[:40]!r}",
+            api="takes a date (2026-03-11) or date and time (2026-03-11T10:30, or with seconds and"
+            f" a zone as the API writes them: 2026-03-11T10:30:00.000000Z), not {raw[:40]!r}",
         )
     local, zone = _split_zone(raw)
     try:
         typed = dt.datetime.fromisoformat(local.replace(" ", "T"))
     except ValueError as err:
-        raise InvalidParameter(f"to is not a real date and time: {raw[:40]!r}") from err
+        raise GotoError(f"takes a real date and time, not {raw[:40]!r}") from err
     # static/js/controls.js sends the reader's offset from UTC (minutes, as Date.getTimezoneOffset gives it),
     # because the list shows times in the reader's zone; without JavaScript the page shows UTC.
     minutes = 0
@@ -183,7 +195,7 @@ def _split_zone(raw: str) -> tuple[str, int | None]:
     hours, minutes = (0, 0) if zone == "Z" else (int(zone[1:3]), int(zone[4:6]))
     # A zone as tz allows it, minutes under 60: +99:00 moved the go-to by four days, silently.
     if minutes >= 60 or hours * 60 + minutes > MAX_ZONE_MINUTES:
-        raise InvalidParameter(f"to's zone must be Z or from -14:00 to +14:00, not {zone!r}")
+        raise GotoError(f"takes a zone of Z or from -14:00 to +14:00, not {zone!r}")
     total = hours * 60 + minutes
     return raw[: found.start("zone")], -total if zone.startswith("+") else total
 

@@ -20,7 +20,7 @@ from werkzeug.datastructures import MultiDict
 from orders.core.settings import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from orders.data.models import STATUSES, Order
 from orders.data.names import KEY_LENGTH
-from orders.finding.goto import Goto
+from orders.finding.goto import Goto, GotoError
 from orders.finding.params import InvalidParameter, check_text_parameters, parse_int, single, typed
 from orders.finding.search import Search, SearchError
 from orders.finding.sorts import DEFAULT_SORT, NEWEST, SORTS, SortChoice
@@ -97,11 +97,22 @@ class RefusedSearch(InvalidParameter):
     (`reason`), and `listing`, the same list without the search, from its top (sort, status and
     page size kept; a cursor or a go-to of the refused search dropped)."""
 
-    def __init__(self, err: SearchError, text: str, listing: ListRequest) -> None:
+    field = "q"  # the list page's field that keeps the text, with the message under it
+
+    def __init__(self, err: SearchError | GotoError, text: str, listing: ListRequest) -> None:
         super().__init__(str(err))
         self.text = text
         self.reason = err.reason
         self.listing = listing
+
+
+class RefusedGoto(RefusedSearch):
+    """A go-to the list cannot read (orders/finding/goto.py GotoError: `2026-02-30`, `abc`): as a
+    refused search, the list page stays (the same list, where it was opened), the Go field keeping
+    the text with the reason under it. Without JavaScript a mistyped date replaced the whole page
+    with an error page; with it, the find bar shows the same reason (static/js/controls.js)."""
+
+    field = "to"
 
 
 @dataclass(frozen=True)
@@ -166,7 +177,13 @@ class ListRequest:
         if to is not None:
             if cursor is not None:
                 raise InvalidParameter("give either to or a cursor (after/before), not both")
-            goto = Goto.parse(sort, to, single(args, "tz"))
+            try:
+                goto = Goto.parse(sort, to, single(args, "tz"))
+            except GotoError as err:
+                unmoved = cls(
+                    sort, status, limit, search, sharded=sharded, codec=codec, limit_chosen="limit" in args
+                )
+                raise RefusedGoto(err, to.strip(), unmoved) from None
         listing = cls(
             sort, status, limit, search, goto, sharded=sharded, codec=codec, limit_chosen="limit" in args
         )

@@ -92,10 +92,11 @@ def orders(listing: ListRequest) -> ResponseReturnValue:
 
 @bp.errorhandler(RefusedSearch)
 def refused_search(refused: RefusedSearch) -> ResponseReturnValue:
-    """A search the box cannot run (11 words, no letters): the list page, not an error page in its
-    place. The list is the same list without the search, from its top, read as any list page is
-    (the app's read policy, orders/web/read_routing.py); the box keeps the text, marked invalid,
-    with its message. A 400, as the missing order's page is a 404: the search was not run, and a
+    """A search the box cannot run (11 words, no letters), or a go-to the list cannot read
+    (RefusedGoto: `2026-02-30`): the list page, not an error page in its place. The list is the
+    same list without the search or the go-to, from its top, read as any list page is (the app's
+    read policy, orders/web/read_routing.py); the field keeps the text, marked invalid, with its
+    message. A 400, as the missing order's page is a 404: the search was not run, and a
     client or a check that reads the status learns so, while a browser shows the page all the same.
 
     Only a page: a fragment asks for rows to put in a list, and `HX-Request-Type: full`
@@ -104,7 +105,10 @@ def refused_search(refused: RefusedSearch) -> ResponseReturnValue:
     The API and the export are other blueprints: their 400s are as they were (orders/web/errors.py)."""
     part_of_a_list = htmx.classify() in (htmx.Kind.FRAGMENT, htmx.Kind.FULL)
     if request.endpoint != "list_page.orders" or part_of_a_list:
-        return current_app.handle_user_exception(InvalidParameter(str(refused)))
+        # A go-to refused is told in the find bar (static/js/controls.js reads the message of the
+        # error answer open() got): the reader's sentence, as the page without JavaScript shows it.
+        told = f"Go to {refused.reason}." if refused.field == "to" and part_of_a_list else str(refused)
+        return current_app.handle_user_exception(InvalidParameter(told))
     policy: ReadPolicy = current_app.extensions["read_policy"]
     try:
         page: ResponseReturnValue = policy.run(partial(_page, refused=refused), "page", refused.listing)
