@@ -95,3 +95,50 @@ def test_after_end_the_keys_up_go_on_from_the_end_to_the_rows_above(live, page: 
     page.keyboard.press(key)
     expect(page.locator(f"#order-{above}")).to_be_focused()
     assert page.evaluate(FOCUSED_IN_VIEW) == {"id": above, "whole": True}
+
+
+# The focused row against the sticky area as the page draws it: the find bar's bottom and, on
+# tables, the column headers' (measured, not the rows' scroll-margin-top the script goes by).
+FOCUSED_BELOW_THE_BAR = """() => {
+  const row = document.activeElement;
+  if (!row || !row.matches('#rows > tr[data-id]')) return null;
+  const bar = document.getElementById('find-bar').getBoundingClientRect();
+  const th = document.querySelector('#orders thead th');
+  const head = th && th.getClientRects().length ? th.getBoundingClientRect().bottom : 0;
+  const box = row.getBoundingClientRect();
+  return {id: row.dataset.id, top: box.top, bottom: box.bottom, sticky: Math.max(bar.bottom, head, 0),
+          height: innerHeight, tucked: document.documentElement.classList.contains('bar-tucked')};
+}"""
+
+
+@EVERY_ENGINE
+def test_page_down_and_page_up_focus_a_row_shown_whole_below_the_bar(live, page: Page):
+    """A reader's trial (Chromium, Firefox, WebKit at 1280x800): after "Skip to the orders", the
+    2nd Page Down focused a row with 31.7 of its 41.8 px under the column headers (the first row
+    at least partly in view), and Page Up brought the bar back over the row it had just focused,
+    wholly hidden, so Enter opened an order the reader could not see. After every key the focused
+    row is whole, below the sticky bar and headers as drawn and above the viewport's bottom."""
+    given(live, 300)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.bring_to_front()  # focus is only shown in the page that has the window's focus
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(10)).to_be_attached()
+    page.keyboard.press("Tab")
+    expect(page.locator("a.skip-link")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(ROWS).first).to_be_focused()
+    seen = []
+    for key in ["PageDown"] * 6 + ["PageUp"] * 2:
+        # At a reader's pace: the rows a key brought near are in before the next key (a key past
+        # the rows loaded is another matter), and arriving or going they keep the place.
+        page.wait_for_function("() => !window.ordersList.busy()")
+        page.keyboard.press(key)
+        page.wait_for_timeout(100)
+        page.wait_for_function("() => !window.ordersList.busy()")
+        where = page.evaluate(FOCUSED_BELOW_THE_BAR)
+        assert where is not None, f"after {key} no row has the focus"
+        seen.append((key, where))
+        row = f"after {key} #{where['id']}"
+        assert where["top"] >= where["sticky"] - 1, f"{row} is under the bar: {seen}"
+        assert where["bottom"] <= where["height"] + 1, f"{row} is below the screen: {seen}"
+    assert len({w["id"] for _, w in seen}) == len(seen), f"a key did not move the focus: {seen}"

@@ -103,6 +103,8 @@ window.addEventListener("touchmove", function (evt) {
   var y = evt.touches[0].clientY;
   if (touchY !== null && Math.abs(y - touchY) > 8) { tucked(y < touchY); touchY = y; }
 }, { passive: true });
+// On document: reader.js moves the focus for these keys on window, after this, so the row it
+// shows is below the bar as the key leaves it.
 var DOWN = { ArrowDown: 1, PageDown: 1, End: 1, j: 1, " ": 1 };
 var UP = { ArrowUp: 1, PageUp: 1, Home: 1, k: 1 };
 document.addEventListener("keydown", function (evt) {

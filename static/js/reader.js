@@ -66,17 +66,22 @@ document.addEventListener("orders:loaded", function (evt) {
   move(active, pending);
 });
 
+// A screenful less a row, then the row on top shown whole: the scroll ends anywhere in a row, and
+// the first row in view, focused as it lay, had up to all but a pixel of it under the headers.
 function screenful(step) {
   window.scrollBy(0, step * Math.max(1, window.innerHeight - listTop() - 48));
   var row = list.firstVisibleRow();
-  if (row) row.focus({ preventScroll: true });
+  if (row) focusRow(row);
 }
 
 // The end of the list ("End of orders.", where End puts the focus): the keys back go on from
 // there, to the last row and up (there is nothing below it).
 function atEnd(el) { return !!el && el.id === "end-of-list" && el.parentElement === body(); }
 
-document.addEventListener("keydown", function (evt) {
+// On window, after the document's listeners: the find bar (controls.js) tucks or comes back for
+// the key there first, so the row is shown below the bar as the key leaves it. (Before, Page Up
+// focused a row below the tucked bar, and the bar then came back over it, hiding it whole.)
+window.addEventListener("keydown", function (evt) {
   if (evt.altKey || evt.ctrlKey || evt.metaKey || evt.shiftKey) return;
   var last = PREVIOUS[evt.key] && atEnd(evt.target) ? sibling(evt.target, -1) : null;
   if (last) {
