@@ -286,6 +286,26 @@ def test_every_control_is_a_thumb_sized_target_on_a_touch_screen(live, browser: 
     context.close()
 
 
+def test_the_new_orders_pill_is_a_thumb_sized_target_on_a_touch_screen(live, browser: Browser):
+    """The "N new orders · show" pill was 35.97 px tall at 390x844 with touch: it is no .button,
+    and the touch rule (static/controls.css) sized only those and the bar's controls."""
+    given(live, 60, NEW_ORDERS_POLL_SECONDS=1)
+    context = phone(browser)
+    page = context.new_page()
+    page.goto(live.url + "/orders")
+    assert page.evaluate("matchMedia('(pointer: coarse)').matches")
+    expect(page.locator(ROWS).first).to_be_visible()
+    add_new_orders(live, ["New 1", "New 2"])
+    pill = page.locator("#new-orders a")
+    expect(pill).to_have_text(re.compile(r"^2 new orders · show$"))
+    box = pill.bounding_box()
+    assert box is not None and box["height"] >= 44 and box["width"] >= 44, box
+    # Still one line, and inside the screen.
+    assert len(pill.evaluate("a => [...a.getClientRects()]")) == 1
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    context.close()
+
+
 CONTRAST = """el => {
   const rgb = c => c.match(/[\\d.]+/g).map(Number);
   const lum = ([r, g, b]) => [r, g, b]
