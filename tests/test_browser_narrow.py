@@ -272,3 +272,45 @@ def test_a_cards_time_shows_whole_beside_the_largest_amounts(live, browser: Brow
         assert bad == [], f"{width} px, {'local time' if script else 'no JavaScript'}: {bad}"
         assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
         context.close()
+
+
+# A search's words as the bar repeats them: a long name word (from about twelve letters it ran
+# under Top, End and Site links at 390 px) and the longest word the box takes whole (62 letters
+# made the page 869 px wide).
+LONG_WORDS = ["Wolfeschlegelsteinhausenbergerdorff", "W" * 62]
+# The status text's lines as drawn (a range over its text: each line's own box, the overflowing
+# part of an unbroken word included), the ends of the list's boxes, and the page's width.
+STATUS_TEXT = """() => {
+  const rects = list => [...list].map(r => ({l: r.left, r: r.right, t: r.top, b: r.bottom}));
+  const where = document.querySelector('#find-bar .find-where');
+  const walk = document.createTreeWalker(where, NodeFilter.SHOW_TEXT);
+  const text = [];
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    if (!node.textContent.trim() || node.parentElement.closest('.visually-hidden')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    text.push(...rects(range.getClientRects()));
+  }
+  const ends = [...document.querySelectorAll('#find-bar .find-ends a')];
+  return {text, ends: ends.flatMap(a => rects(a.getClientRects())),
+          scroll: document.documentElement.scrollWidth, width: innerWidth,
+          client: document.documentElement.clientWidth};
+}"""
+
+
+@GECKO_TOO
+@pytest.mark.parametrize("size", ["phone", "small-phone", "narrowest-phone", "phone-landscape"])
+def test_a_long_search_word_wraps_beside_top_and_end(live, browser: Browser, browser_name, size):
+    given(live, 20)
+    page = narrow_page(browser, size, browser_name)
+    for word in LONG_WORDS:
+        page.goto(f"{live.url}/orders?q={word}")
+        status = page.locator("#find-bar .find-where")
+        expect(status).to_contain_text(f"starting with each word of “{word}”")
+        drawn = page.evaluate(STATUS_TEXT)
+        assert drawn["text"] and len(drawn["ends"]) == 3, drawn
+        over = [(t, e) for t in drawn["text"] for e in drawn["ends"] if overlaps(t, e)]
+        assert over == [], f"{size}, {len(word)} letters: the status text runs under the ends of the list"
+        assert all(t["l"] >= 0 and t["r"] <= drawn["client"] + 0.5 for t in drawn["text"]), drawn
+        assert drawn["scroll"] <= drawn["width"], f"{size}, {len(word)} letters: the page scrolls sideways"
+    page.context.close()
