@@ -264,7 +264,12 @@ def test_a_cards_time_shows_whole_beside_the_largest_amounts(live, browser: Brow
         )
         page = context.new_page()
         page.goto(live.url + "/orders")
-        shown = f"Dec 27, {year}, 10:59 PM" if script else f"{year}-12-27 22:59 UTC"
+        shown: Any = f"Dec 27, {year}, 10:59 PM" if script else f"{year}-12-27 22:59 UTC"
+        if getattr(live, "app", None) is None:
+            # A deployment's API takes no time in the future: these orders are made now, shown so.
+            shown = re.compile(
+                r"\w{3} \d{1,2}, \d{4}, \d{1,2}:\d{2} [AP]M" if script else r"[\d-]{10} [\d:]{5} UTC"
+            )
         expect(page.locator(f"#order-{ids[-1]} td.created")).to_have_text(shown)
         cards = page.evaluate(TIMES, ids)
         assert [c["amount"] for c in cards] == [f"{Decimal(a):,}" for a in LARGE_AMOUNTS], cards
