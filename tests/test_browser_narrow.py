@@ -27,7 +27,7 @@ from orders.data.models import STATUSES, Order, OrderCount
 
 from .browsers import GECKO_TOO
 from .helpers import BASE
-from .live import ROWS, add_orders_to, given
+from .live import ROWS, given
 
 pytestmark = pytest.mark.browser
 
@@ -215,68 +215,6 @@ def test_each_select_shows_its_chosen_value(live, browser: Browser, browser_name
             small = page.locator("#find-bar").evaluate(SMALL)
             assert small == [], f"smaller than 44x44 px: {small}"
     page.context.close()
-
-
-# The amounts of a growing store, up to the largest an order holds (orders.amount NUMERIC(12, 2)).
-LARGE_AMOUNTS = ("99999.99", "9999999.99", "99999999.99", "999999999.99", "9999999999.99")
-# Each of these cards: its time and amount as drawn (the text's own box, against its cell and the
-# card), and whether a cell cuts its text (an ellipsis, or a part outside the cell's box).
-TIMES = """ids => ids.map(id => {
-  const row = document.getElementById('order-' + id), card = row.getBoundingClientRect();
-  const time = row.querySelector('td.created'), amount = row.querySelector('td.amount');
-  const drawn = el => { const range = document.createRange(); range.selectNodeContents(el);
-                        return range.getBoundingClientRect(); };
-  const box = el => el.getBoundingClientRect();
-  const [t, a, tc] = [drawn(time), drawn(amount), box(time)];
-  return {id, time: time.textContent, amount: amount.textContent,
-          cut: time.scrollWidth > time.clientWidth + 0.5
-               || t.left < tc.left - 0.5 || t.right > tc.right + 0.5,
-          clipped: amount.scrollWidth > amount.clientWidth + 0.5,
-          outside: Math.max(t.right, a.right) > card.right + 0.5,
-          overlap: Math.min(t.right, a.right) - Math.max(t.left, a.left) > 0.5
-                   && Math.min(t.bottom, a.bottom) - Math.max(t.top, a.top) > 0.5};
-})"""
-
-
-@GECKO_TOO
-@pytest.mark.parametrize("width", [375, 390, 412, 430, 447])
-def test_a_cards_time_shows_whole_beside_the_largest_amounts(live, browser: Browser, browser_name, width):
-    """A trial read "Dec 7, 2026, 07:5..." at 390 px beside 99,999.99, "Dec 7, 202..." beside
-    999,999,999.99: the time gave way to the amount, and its whole text was only a tooltip."""
-    # The widest time (a two-digit day, "10:59 PM"), newer than any other order: the first cards.
-    year = max(BASE, dt.datetime.now(dt.UTC)).year + 1
-    when = dt.datetime(year, 12, 27, 22, 59, 59, tzinfo=dt.UTC)
-    rows = [
-        (when - dt.timedelta(seconds=n), "Ana", Decimal(a), "cancelled") for n, a in enumerate(LARGE_AMOUNTS)
-    ]
-    ids = add_orders_to(live, rows)
-    # The local time (enhance.js), and the server's UTC text without JavaScript (Chromium: a
-    # Firefox driven through WebDriver BiDi runs scripts whatever the context says).
-    mobile: dict[str, Any] = {"is_mobile": True} if browser_name == "chromium" else {}
-    for script in (True, False) if browser_name == "chromium" else (True,):
-        context = browser.new_context(
-            viewport={"width": width, "height": 844},
-            has_touch=True,
-            java_script_enabled=script,
-            timezone_id="UTC",
-            locale="en-US",
-            **mobile,
-        )
-        page = context.new_page()
-        page.goto(live.url + "/orders")
-        shown: Any = f"Dec 27, {year}, 10:59 PM" if script else f"{year}-12-27 22:59 UTC"
-        if getattr(live, "app", None) is None:
-            # A deployment's API takes no time in the future: these orders are made now, shown so.
-            shown = re.compile(
-                r"\w{3} \d{1,2}, \d{4}, \d{1,2}:\d{2} [AP]M" if script else r"[\d-]{10} [\d:]{5} UTC"
-            )
-        expect(page.locator(f"#order-{ids[-1]} td.created")).to_have_text(shown)
-        cards = page.evaluate(TIMES, ids)
-        assert [c["amount"] for c in cards] == [f"{Decimal(a):,}" for a in LARGE_AMOUNTS], cards
-        bad = [c for c in cards if c["cut"] or c["clipped"] or c["outside"] or c["overlap"]]
-        assert bad == [], f"{width} px, {'local time' if script else 'no JavaScript'}: {bad}"
-        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
-        context.close()
 
 
 # A search's words as the bar repeats them: a long name word (from about twelve letters it ran
