@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import inspect
 import io
 import re
 from decimal import Decimal
@@ -12,9 +13,14 @@ from html import unescape
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jinja2 import nodes
+from werkzeug.datastructures import MultiDict
 
 from orders.app import create_app
 from orders.core.settings import SettingsError
+from orders.data.models import LIST_ROW, Order
+from orders.finding.request import ListRequest, app_codec
+from orders.views.api import row_json
 
 from . import hunt
 from .fixtures import make_app
@@ -486,3 +492,21 @@ def test_list_links_are_what_url_for_builds_for_any_text(app, args):
 
     with app.test_request_context("/orders"):
         assert list_link(url_for("list_page.orders"), args) == url_for("list_page.orders", **args)
+
+
+def test_a_list_rows_readers_unpack_it_in_the_tables_column_order(app):
+    """The rows template and the API's row_json read a page's rows by position (models.LIST_ROW):
+    each names the table's columns in their order, and every list statement selects just those.
+    A column added, dropped or moved must change all three together, or this fails."""
+    assert tuple(column.name for column in Order.__table__.columns) == LIST_ROW
+    source = app.jinja_env.loader.get_source(app.jinja_env, "_rows.html")[0]
+    rows = nodes.Getattr(nodes.Name("page", "load"), "items", "load")
+    loops = [loop for loop in app.jinja_env.parse(source).find_all(nodes.For) if loop.iter == rows]
+    assert [tuple(name.name for name in loop.target.items) for loop in loops] == [LIST_ROW]
+    assert tuple(inspect.signature(row_json).parameters) == LIST_ROW
+    with app.app_context():
+        for args in ({}, {"q": "silva"}, {"q": "ana silva", "status": "paid"}, {"sort": "customer"}):
+            for sharded in (False, True):
+                listing = ListRequest.from_args(MultiDict(args), codec=app_codec(), sharded=sharded)
+                selected = tuple(column.name for column in listing.statement().selected_columns)
+                assert selected == LIST_ROW, (args, sharded)

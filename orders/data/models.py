@@ -95,6 +95,13 @@ class Order(Base):
         )
 
 
+# A list row's columns, in the order a page's rows carry them (ListRequest.statement selects the
+# table's columns): the rows template and the API's row_json unpack a row by position, since each
+# read of a SQLAlchemy Row by name is a lookup of its own (a fifteenth of a page's instructions).
+# tests/test_pages.py holds both readers to this order.
+LIST_ROW = tuple(Order.__table__.columns.keys())
+
+
 class OrderWord(Base):
     """One prefix of one word of an order's customer name (orders/data/names.py `name_words`), with
     the order's sort columns: the search reads `word = :q` in the sort's order, one index range

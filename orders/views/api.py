@@ -10,7 +10,7 @@ from sqlalchemy import CursorResult, delete
 
 from orders.core.errors import ApiError, too_large
 from orders.data.db import get_session
-from orders.data.models import MAX_ID, Order
+from orders.data.models import LIST_ROW, MAX_ID, Order
 from orders.data.types import iso_utc
 from orders.finding import rail, reader
 from orders.finding.order import not_found, order_or_404
@@ -35,7 +35,7 @@ BODY_READ_ERRORS = (OSError, ValueError, _GunicornParseError)
 def list_orders(listing: ListRequest) -> ResponseReturnValue:
     page = reader.page(listing, get_session())
     return jsonify(
-        items=[order_json(o) for o in page.items],
+        items=[row_json(*row) for row in page.items],
         next_cursor=page.next_cursor,
         prev_cursor=page.prev_cursor,
         has_more=page.has_more,
@@ -127,10 +127,18 @@ def delete_order(order_id: int) -> ResponseReturnValue:
 
 def order_json(order: Order) -> dict[str, Any]:
     """An order as the API shows it (and as a replayed Idempotency-Key answers it)."""
+    return row_json(*(getattr(order, column) for column in LIST_ROW))
+
+
+def row_json(
+    id: int, customer: str, customer_key: str, amount: Any, status: str, created_at: Any
+) -> dict[str, Any]:
+    """A list row as the API shows it, given as its columns in the table's order (models.LIST_ROW):
+    a page's rows are unpacked, not read by name (a fourteenth of a JSON page's instructions)."""
     return {
-        "id": str(order.id),
-        "customer": order.customer,
-        "amount": str(order.amount),
-        "status": order.status,
-        "created_at": iso_utc(order.created_at),
+        "id": str(id),
+        "customer": customer,
+        "amount": str(amount),
+        "status": status,
+        "created_at": iso_utc(created_at),
     }
