@@ -6,6 +6,7 @@ repository's root; tests and tools call it with a mapping of settings instead of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,20 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_CONTENT_LENGTH = settings.MAX_BODY_BYTES
 
 
+class OrdersApp(Flask):
+    """Flask, with views and hooks run as they are: Flask asks `inspect.iscoroutinefunction` of the
+    view and of every hook on every request (about 1 us each, eight a list read) to run an async
+    one through asgiref. The app has none (tests/test_cost_budget.py holds that); an async view
+    would answer a coroutine, which Flask refuses loudly."""
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        return func
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """The app, configured from the environment, or from `test_config` alone when given.
     Raises settings.SettingsError (one line naming the setting) on a bad value."""
-    app = Flask(
+    app = OrdersApp(
         __name__,
         instance_path=str(ROOT / "instance"),
         template_folder=str(ROOT / "templates"),
