@@ -90,14 +90,14 @@ class _NoCodec(CursorCodec):
 _NO_CODEC = _NoCodec()
 
 
-class RefusedSearch(InvalidParameter):
-    """A search the box cannot run (orders/finding/search.py SearchError): a 400 like any bad
-    parameter, its message naming `q`, which also holds what the list page shows instead of an
-    error page (orders/views/list_page.py): the text typed, why it is refused in a reader's words
-    (`reason`), and `listing`, the same list without the search, from its top (sort, status and
-    page size kept; a cursor or a go-to of the refused search dropped)."""
+class RefusedField(InvalidParameter):
+    """A search or a go-to the list page cannot run: a 400 like any bad parameter, its message
+    naming the parameter, which also holds what the list page shows instead of an error page
+    (orders/views/list_page.py refused_field): the text typed, why it is refused in a reader's
+    words (`reason`), and `listing`, the list without it (below). `field` is the list page's field
+    that keeps the text, with the message under it."""
 
-    field = "q"  # the list page's field that keeps the text, with the message under it
+    field: str
 
     def __init__(self, err: SearchError | GotoError, text: str, listing: ListRequest) -> None:
         super().__init__(str(err))
@@ -106,11 +106,19 @@ class RefusedSearch(InvalidParameter):
         self.listing = listing
 
 
-class RefusedGoto(RefusedSearch):
-    """A go-to the list cannot read (orders/finding/goto.py GotoError: `2026-02-30`, `abc`): as a
-    refused search, the list page stays (the same list, where it was opened), the Go field keeping
-    the text with the reason under it. Without JavaScript a mistyped date replaced the whole page
-    with an error page; with it, the find bar shows the same reason (static/js/controls.js)."""
+class RefusedSearch(RefusedField):
+    """A search the box cannot run (orders/finding/search.py SearchError: 11 words, no letters);
+    `listing` is the same list without the search, from its top (sort, status and page size
+    kept; a cursor or a go-to of the refused search dropped)."""
+
+    field = "q"
+
+
+class RefusedGoto(RefusedField):
+    """A go-to the list cannot read (orders/finding/goto.py GotoError: `2026-02-30`, `abc`): the
+    list page stays (`listing`: the same list, where it was opened), the Go field keeping the text
+    with the reason under it. Without JavaScript a mistyped date replaced the whole page with an
+    error page; with it, the find bar shows the same reason (static/js/controls.js)."""
 
     field = "to"
 

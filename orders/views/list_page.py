@@ -16,7 +16,7 @@ from orders.data.db import get_session
 from orders.finding import reader
 from orders.finding.estimates import estimate, number_digits, rounded
 from orders.finding.params import InvalidParameter, parse_int
-from orders.finding.request import ListRequest, PageLinks, RefusedSearch
+from orders.finding.request import ListRequest, PageLinks, RefusedField
 from orders.web import htmx
 from orders.web.read_routing import ReadPolicy
 from orders.web.routes import list_read
@@ -90,10 +90,10 @@ def orders(listing: ListRequest) -> ResponseReturnValue:
     return _page(listing)
 
 
-@bp.errorhandler(RefusedSearch)
-def refused_search(refused: RefusedSearch) -> ResponseReturnValue:
-    """A search the box cannot run (11 words, no letters), or a go-to the list cannot read
-    (RefusedGoto: `2026-02-30`): the list page, not an error page in its place. The list is the
+@bp.errorhandler(RefusedField)
+def refused_field(refused: RefusedField) -> ResponseReturnValue:
+    """A search the box cannot run (RefusedSearch: 11 words, no letters), or a go-to the list
+    cannot read (RefusedGoto: `2026-02-30`): the list page, not an error page in its place. The list is the
     same list without the search or the go-to, from its top, read as any list page is (the app's
     read policy, orders/web/read_routing.py); the field keeps the text, marked invalid, with its
     message. A 400, as the missing order's page is a 404: the search was not run, and a
@@ -119,9 +119,9 @@ def refused_search(refused: RefusedSearch) -> ResponseReturnValue:
     return page
 
 
-def _page(listing: ListRequest, refused: RefusedSearch | None = None) -> ResponseReturnValue:
+def _page(listing: ListRequest, refused: RefusedField | None = None) -> ResponseReturnValue:
     """The list page, or its rows alone for a fragment request; `refused`: shown in place of a
-    search the box could not run (refused_search)."""
+    search or a go-to the list page could not run (refused_field)."""
     cfg = current_app.config
     search = listing.search
     missing_order = None
