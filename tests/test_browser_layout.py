@@ -109,17 +109,15 @@ def test_columns_are_the_same_in_every_sort_whatever_rows_are_loaded(live, page:
 def overflow(page: Page) -> dict:
     """How far anything reaches past the viewport's right edge, and clipped amounts."""
     return page.evaluate(
-        """largest => ({
+        """() => ({
           scroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
           cards: Math.max(...[...document.querySelectorAll('#rows > tr[data-id]')]
                    .map(r => r.getBoundingClientRect().right)) - document.documentElement.clientWidth,
           clipped: [...document.querySelectorAll('#rows td.amount')]
                    .filter(td => td.scrollWidth > td.clientWidth + 0.5).map(td => td.textContent),
-          // Times whole too, but beside the largest amounts, where a card's time gives way
-          // (static/app.css); Firefox's classic scrollbar cut ordinary cards' times ("05:49...").
-          times: [...document.querySelectorAll('#rows > tr[data-id]')]
-                   .filter(r => r.querySelector('.amount').textContent !== largest)
-                   .map(r => r.querySelector('td.created'))
+          // Times whole too, beside the largest amounts as well (static/app.css: the card's
+          // short time); Firefox's classic scrollbar cut ordinary cards' times ("05:49...").
+          times: [...document.querySelectorAll('#rows > tr[data-id] > td.created')]
                    .filter(td => td.scrollWidth > td.clientWidth + 0.5).map(td => td.textContent),
           // The name's room: the narrowest customer cell's width, in CSS pixels.
           name_px: Math.min(...[...document.querySelectorAll('#rows > tr[data-id] > td.customer')]
@@ -130,8 +128,7 @@ def overflow(page: Page) -> dict:
             return td.scrollWidth > td.clientWidth + 0.5 &&
               !(style.overflowX === 'hidden' && style.textOverflow === 'ellipsis');
           }).map(td => td.textContent),
-        })""",
-        SHOWN_LARGEST,
+        })"""
     )
 
 
