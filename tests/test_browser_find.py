@@ -435,3 +435,30 @@ def test_a_go_to_message_covers_no_row_and_goes_when_the_field_is_edited(live, p
     page.locator("#find-bar .find-place").click()
     expect(message).to_be_empty()
     expect(field).to_have_attribute("aria-invalid", "true")
+
+
+# The go-to field's example, as wide as the field's room for text (its font, measured by a canvas).
+PLACEHOLDER_ROOM = """() => {
+  const field = document.querySelector('form.jump [name="to"]');
+  const style = getComputedStyle(field);
+  const context = document.createElement('canvas').getContext('2d');
+  context.font = style.font;
+  return {shown: field.offsetParent !== null, text: field.placeholder,
+          needs: context.measureText(field.placeholder).width,
+          room: field.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)};
+}"""
+
+
+@pytest.mark.parametrize("sort", ["newest", "amount", "customer"])  # a date and time, an amount, a name
+def test_the_go_to_fields_example_is_whole_in_its_field(live, page: Page, sort):
+    """The example in Go to (its placeholder) tells the reader what to type: a reader's trial found
+    "2026-03-11 or 2026-03-11 14:30" cut at 1280 and 1024 px (250 px of text in 195). Each sort's
+    example fits its field wherever the field is shown."""
+    given(live, 50)
+    for width, height in ((1280, 800), (1024, 600), (390, 844), (360, 740)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(live.url + f"/orders?sort={sort}")
+        expect(page.locator(ROWS).first).to_be_attached()
+        room = page.evaluate(PLACEHOLDER_ROOM)
+        assert room["shown"], f"{width}x{height}: the go-to field is not shown"
+        assert room["needs"] <= room["room"], f"{sort} at {width}x{height}: {room}"

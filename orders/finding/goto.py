@@ -50,13 +50,15 @@ class GotoField:
 
 # One home for the kinds' front end: the template and the script read these, never the kind's name.
 # A date and time is typed as text: a date alone is a whole day (an <input type="datetime-local">
-# refuses a date without a time), and a phone's keyboard needs no picker for "2026-03-11".
+# refuses a date without a time), and a phone's keyboard needs no picker for "2026-03-11". The
+# example is a date and time, whole in the field (tests/test_browser_find.py); that a date alone
+# goes to its day is what a refusal says ("Go to takes a date (2026-03-11) or a date and time").
 GOTO_FIELDS: dict[GotoKind, GotoField] = {
     "datetime": GotoField(
         "Go to date and time",
         {
             "type": "text",
-            "placeholder": "2026-03-11 or 2026-03-11 14:30",
+            "placeholder": "2026-03-11 14:30",
             "autocomplete": "off",
             "data-local-time": "",
         },
