@@ -420,3 +420,67 @@ def test_a_few_matches_scattered_among_a_common_word_come_in_the_first_request(c
     # Paged two at a time: the same three in order, and the cursors work across the pages.
     assert [int(i["id"]) for i in walk_api(client, q="fre ana", limit=2)] == scattered  # newest first
     assert len(walk_api(client, q="ana", limit=50)) == 8 + 3
+
+
+PEOPLE = [
+    "Łukasz Nowak",
+    "Lukasz Lis",
+    "O'Brien",
+    "O’Brien Mac",
+    "Ana Obrien",
+    "Jean-Luc Picard",
+    "王小明",
+    "Søren Ørsted",
+    "Þór Guðmundsson",
+    "Luiz Costa",
+    "Zeca Batista",
+]
+
+
+@pytest.mark.parametrize(
+    ("typed", "found"),
+    [
+        ("lukasz", {"Łukasz Nowak", "Lukasz Lis"}),  # no Polish keyboard
+        ("Łukasz", {"Łukasz Nowak", "Lukasz Lis"}),
+        ("obrien", {"O'Brien", "O’Brien Mac", "Ana Obrien"}),
+        ("o'brien", {"O'Brien", "O’Brien Mac", "Ana Obrien"}),  # the one word "obrien"
+        ("O’Brien", {"O'Brien", "O’Brien Mac", "Ana Obrien"}),
+        ("o brien", {"O'Brien", "O’Brien Mac"}),
+        ("brien", {"O'Brien", "O’Brien Mac"}),
+        ("jeanluc", {"Jean-Luc Picard"}),
+        ("jean-luc", {"Jean-Luc Picard"}),
+        ("luc", {"Jean-Luc Picard"}),
+        ("小明", {"王小明"}),
+        ("soren orsted", {"Søren Ørsted"}),
+        ("thor gudmundsson", {"Þór Guðmundsson"}),
+    ],
+)
+def test_names_are_found_as_readers_type_them(client, engine, typed, found):
+    """Letters with a stroke or ligature folded as accents are, an apostrophe or hyphen inside a
+    name joining its words (as well as separating them), a CJK name found from any character."""
+    add_orders(
+        engine, [(BASE - dt.timedelta(minutes=i), name, Decimal(i), "paid") for i, name in enumerate(PEOPLE)]
+    )
+    for sort in ("newest", "customer"):
+        assert {i["customer"] for i in walk_api(client, q=typed, sort=sort, limit=2)} == found, sort
+
+
+def test_folded_names_sort_among_their_latin_letters(client, engine):
+    """Łukasz sorts among the L names and Ørsted among the O names in "Customer A–Z", not after Z."""
+    add_orders(
+        engine, [(BASE - dt.timedelta(minutes=i), name, Decimal(i), "paid") for i, name in enumerate(PEOPLE)]
+    )
+    names = [i["customer"] for i in walk_api(client, sort="customer", limit=4)]
+    assert names == sorted(PEOPLE, key=name_key)
+    assert (
+        names.index("Luiz Costa")
+        < names.index("Lukasz Lis")
+        < names.index("Łukasz Nowak")
+        < names.index("O'Brien")
+    )
+    assert (
+        names.index("O’Brien Mac")
+        < names.index("Søren Ørsted")
+        < names.index("Zeca Batista")
+        < names.index("王小明")
+    )

@@ -37,27 +37,73 @@ from .hunt import examples
 
 SCRIPTS = (
     "aAáÁàÀâãäçÇéÉêíóôõúÚüßñÑøÅ"  # Latin with accents
+    "ŁłØĐđðĦŦĿŀıÆæŒœÞþĸƏɛ"  # Latin letters NFKD leaves whole (folded: "Ł" is "l", "Æ" "ae")
     "ΩωαβγΆέήΪ"  # Greek
     "БбЖжЯяЁёЙ"  # Cyrillic
-    "日本山田太郎李王"  # CJK
+    "日本山田太郎李王小明김민준やまだ"  # CJK: Han, Hangul, kana
     "محمدعليى"  # Arabic
     "\u0301\u0308\u0327\u0903"  # combining marks (acute, diaeresis, cedilla; a spacing Devanagari sign)
-    "  -'’."  # spaces, hyphens, apostrophes, a dot
+    "  -'’ʼ`·‐–."  # spaces, hyphens, apostrophes, a middle dot, a dot
 )
 raw_names, customer_names = name_strategies(SCRIPTS, 20)
+# The characters of scripts written without spaces, by the start of their Unicode names.
+CJK_NAMES = (
+    "CJK",
+    "HIRAGANA",
+    "KATAKANA",
+    "HENTAIGANA",
+    "HANGUL CHOSEONG",  # a Hangul syllable's first jamo, after NFKD
+    "IDEOGRAPHIC ITERATION MARK",
+    "IDEOGRAPHIC CLOSING MARK",
+    "IDEOGRAPHIC NUMBER ZERO",
+)
 
 
 def matches(query: str, customer: str) -> bool:
-    """The rule, written apart from the code: each word of the query (letters, digits, marks)
-    starts a word of the name's key, compared on its first WORD_PREFIX characters."""
+    """The rule, written apart from the code (docs/finding.md, "Search"): each word of the query
+    is the start of what can be read in the name's key from a place a word starts, compared on
+    its first WORD_PREFIX characters. The query's words: its key's letters, digits and marks,
+    an apostrophe between two of them dropped, anything else (a hyphen too) separating. In the
+    name, an apostrophe or hyphen between two letters joins; from a word's start after a space
+    the reading skips both ("jean-luc" reads "jeanluc"), after a hyphen it skips apostrophes up to
+    the next hyphen ("smith-o'brien" reads "obrien" from "o"), after an apostrophe it stops at
+    either ("brien"); in CJK every character of such a reading's first WORD_PREFIX starts one too
+    (what is read from there, to the WORD_PREFIXth)."""
 
     def word_char(ch: str) -> bool:
         return unicodedata.category(ch)[0] in "LNM"
 
+    def cjk(ch: str) -> bool:
+        return unicodedata.name(ch, "").startswith(CJK_NAMES)
+
+    def joins(text: str, i: int) -> bool:  # an apostrophe or hyphen between two word characters
+        return text[i] in "'-" and 0 < i < len(text) - 1 and word_char(text[i - 1]) and word_char(text[i + 1])
+
     key = normalized_name(customer)  # the whole name, not its key (cut at KEY_LENGTH characters)
-    starts = [i for i, ch in enumerate(key) if word_char(ch) and (i == 0 or not word_char(key[i - 1]))]
-    wanted = re.findall(r"\S+", "".join(ch if word_char(ch) else " " for ch in name_key(query)))
-    return all(any(key.startswith(w[:WORD_PREFIX], i) for i in starts) for w in wanted)
+
+    def read(i: int, skipped: str) -> str:
+        text = ""
+        while i < len(key) and (word_char(key[i]) or (key[i] in skipped and joins(key, i))):
+            text += key[i] if word_char(key[i]) else ""
+            i += 1
+        return text
+
+    readings = []
+    for i, ch in enumerate(key):
+        if not word_char(ch):
+            continue
+        word_start = i == 0 or not word_char(key[i - 1])
+        after_space = word_start and (i == 0 or not joins(key, i - 1))
+        after_hyphen = after_space or (word_start and key[i - 1] == "-")
+        for starts, skipped in ((word_start, ""), (after_hyphen, "'"), (after_space, "'-")):
+            if starts:
+                reading = read(i, skipped)[:WORD_PREFIX]
+                readings += [reading[j:] for j in range(len(reading)) if j == 0 or cjk(reading[j])]
+    typed = name_key(query)
+    kept = "".join(
+        "" if ch == "'" and joins(typed, i) else ch if word_char(ch) else " " for i, ch in enumerate(typed)
+    )
+    return all(any(r.startswith(w[:WORD_PREFIX]) for r in readings) for w in kept.split())
 
 
 def sort_key(sort: str, row: Any) -> Any:
@@ -71,8 +117,10 @@ def sort_key(sort: str, row: Any) -> Any:
 
 
 def typed_from(name: str, data: st.DataObject) -> str:
-    """What a person might type for this name: the start of one of its words, any case."""
-    words = [w for w in re.split(r"[\s\-'’.]+", name) if w]
+    """What a person might type for this name: the start of one of its words, or of its words
+    joined where an apostrophe or hyphen joins them ("obrien", "jeanluc"), any case."""
+    words = [w for w in re.split(r"[\s\-‐–'’ʼ`·.]+", name) if w]
+    words += [re.sub(r"[\-‐–'’ʼ`·]", "", w) for w in name.split()]
     word = data.draw(st.sampled_from(words)) if words else name
     typed = word[: data.draw(st.integers(1, max(1, len(word))))]
     return data.draw(st.sampled_from([typed, typed.upper(), typed.lower()]))
@@ -94,6 +142,25 @@ def walk(engine: Engine, codec: CursorCodec, listing: ListRequest, between_pages
 def test_words_of_a_name_and_of_a_query() -> None:
     assert word_prefixes(name_key("Jean-Luc O'Brien")) >= {"j", "jean", "l", "luc", "o", "b", "brien"}
     assert "jean-" not in word_prefixes(name_key("Jean-Luc"))
+    # Joined at an apostrophe or a hyphen, a name is found by its words written together too.
+    assert word_prefixes(name_key("Jean-Luc O’Brien")) >= {"jeanluc", "obrien", "obr"}
+    assert word_prefixes(name_key("Smith-O'Brien")) >= {"smithobrien", "obrien", "smith", "brien"}
+    assert "lucobrien" not in word_prefixes(name_key("Jean-Luc O'Brien"))  # not across a space
+    # A query joins at an apostrophe and splits at a hyphen: "o'brien" is one word, as typed.
+    for typed, words in {
+        "o'brien": ("obrien",),
+        "O’Brien": ("obrien",),
+        "o brien": ("brien", "o"),
+        "jean-luc": ("jean", "luc"),
+        "jeanluc": ("jeanluc",),
+        "Łukasz": ("lukasz",),
+        "小明": ("小明",),
+    }.items():
+        assert query_words(name_key(typed)) == words, typed
+    # Each CJK character starts a word: 王小明 is found by 小明 (a Hangul syllable too).
+    assert word_prefixes(name_key("王小明")) == {"王", "王小", "王小明", "小", "小明", "明"}
+    assert set(query_words(name_key("민준"))) <= word_prefixes(name_key("김민준"))
+    assert word_prefixes(name_key("Łukasz")) == word_prefixes("lukasz")
     assert word_prefixes(name_key("Ana Alves")) == {"a", "an", "ana", "al", "alv", "alve", "alves"}
     assert max(map(len, word_prefixes("x" * 40))) == WORD_PREFIX
     assert query_words(name_key("Ú a  ANA an-fr")) == ("ana", "fr", "u")  # implied words dropped
@@ -123,6 +190,9 @@ def test_words_of_a_name_and_of_a_query() -> None:
         "山田 太郎",
         "محمد علي",
         "José\u0301",
+        "Łukasz O’Brien",
+        "王小明",
+        "Þór Ægisson",
     ],
     "customer",
     None,
@@ -140,6 +210,18 @@ def test_a_searched_walk_is_the_python_filter_of_every_row(engine, codec, custom
                 listing = ListRequest(sort, None, 2, Search.parse(word[:3].upper()))
                 found = {r.customer for r in walk(engine, codec, listing, lambda: None)}
                 assert name in found, (word, found)
+        # As readers type them: without the letter's stroke, the apostrophe or the first character.
+        for typed, name in {
+            "lukasz": "Łukasz O’Brien",
+            "obrien": "Łukasz O’Brien",
+            "o'brien": "Łukasz O’Brien",
+            "o brien": "Łukasz O’Brien",
+            "jeanluc": "Jean-Luc O'Brien",
+            "小明": "王小明",
+            "thor aegis": "Þór Ægisson",
+        }.items():
+            listing = ListRequest(sort, None, 2, Search.parse(typed))
+            assert name in {r.customer for r in walk(engine, codec, listing, lambda: None)}, typed
         return
     typed = data.draw(st.one_of(st.builds(typed_from, st.sampled_from(customers), st.just(data)), raw_names))
     try:
