@@ -214,12 +214,27 @@ def test_names_fold_into_initials_as_the_sort_orders_them(writer, engine):
         session.commit()
     rail = writer.get("/api/orders/rail?sort=customer").json
     labels = [b["label"] for b in rail["buckets"]]
-    # "Úrsula" is U, "Çé" C, "ß" S, "ﬁsh" F, "Ǆemal" D; digits and signs first, other scripts last,
-    # with "Ørsted": NFKD leaves ø whole, after z in code point order (where the sort puts it).
-    assert name_key("Ørsted")[:1] == "ø"
-    assert labels == ["Digits and signs", "A", "C", "D", "E", "F", "Q", "S", "U", "Y", "Z", "Other scripts"]
+    # "Úrsula" is U, "Çé" C, "ß" S, "ﬁsh" F, "Ǆemal" D, "Ørsted" O (NFKD leaves ø whole: the
+    # name's folding makes it o, orders/data/names.py _LATIN); digits and signs first, other
+    # scripts last.
+    assert name_key("Ørsted")[:1] == "o"
+    assert labels == [
+        "Digits and signs",
+        "A",
+        "C",
+        "D",
+        "E",
+        "F",
+        "O",
+        "Q",
+        "S",
+        "U",
+        "Y",
+        "Z",
+        "Other scripts",
+    ]
     counts = {b["label"]: b["count"] for b in rail["buckets"]}
-    assert counts["Other scripts"] == 6  # Greek, Cyrillic, CJK, Arabic, ø, "{"
+    assert counts["Other scripts"] == 5  # Greek, Cyrillic, CJK, Arabic, "{"
     assert counts["Digits and signs"] == 2  # "1st", "'Apostrophe"
     assert sum(counts.values()) == len(NAMES)
 
