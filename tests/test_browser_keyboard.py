@@ -9,11 +9,16 @@ a row whole below the bar (the rows' own scroll-margin-top, what "on top" means 
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import pytest
 from playwright.sync_api import Page
+from werkzeug.datastructures import EnvironHeaders
 
 from .browsers import EVERY_ENGINE, GECKO_TOO, expect, known_bug
-from .live import INSET, ROWS, given
+from .live import INSET, ROWS, given, local_only
 
 pytestmark = [pytest.mark.browser]
 
@@ -153,3 +158,130 @@ def test_page_down_and_page_up_focus_a_row_shown_whole_below_the_bar(live, page:
         assert where["top"] >= where["sticky"] - 1, f"{row} is under the bar: {seen}"
         assert where["bottom"] <= where["height"] + 1, f"{row} is below the screen: {seen}"
     assert len({w["id"] for _, w in seen}) == len(seen), f"a key did not move the focus: {seen}"
+
+
+class HeldRows:
+    """The app's answers with the next rows (htmx's fragments: not a page, nor open()'s whole
+    list for End) held back until `let_go()`: the end of the rows loaded, reached at any pace, as
+    WebKit's reader reached it (its next page comes later than Chromium's)."""
+
+    def __init__(self, live: Any):
+        from orders.web.htmx import Kind, classify
+
+        self.fragment = lambda environ: classify(EnvironHeaders(environ)) is Kind.FRAGMENT
+        self.gone = threading.Event()
+        self.wsgi = live.app.wsgi_app
+        live.app.wsgi_app = self
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/orders" and self.fragment(environ):
+            self.gone.wait(30)
+        return self.wsgi(environ, start_response)
+
+    def let_go(self) -> None:
+        self.gone.set()
+
+
+# The focused row is at or after (`after`: 1) or before (-1) row `id`, or is that row (0).
+FOCUS_FROM = """([id]) => {
+  const row = document.getElementById('order-' + id), active = document.activeElement;
+  if (!row || row === active) return 0;
+  return row.compareDocumentPosition(active) & Node.DOCUMENT_POSITION_FOLLOWING ? 1 : -1;
+}"""
+
+
+# The row beside row `id` (`side`: nextElementSibling or previousElementSibling) is a row: the
+# next page is in.
+NEXT_ROW_IN = """([id, side]) => {
+  const row = document.getElementById('order-' + id), next = row && row[side];
+  return !!next && next.hasAttribute('data-id');
+}"""
+
+
+def _shown_whole(page: Page, key: str, seen: list[Any]) -> dict[str, Any]:
+    where = page.evaluate(FOCUSED_BELOW_THE_BAR)
+    seen.append((key, where))
+    assert where is not None, f"after {key} no row has the focus: {seen}"
+    row = f"after {key} #{where['id']}"
+    assert where["top"] >= where["sticky"] - 1, f"{row} is above the screen or under the bar: {seen}"
+    assert where["bottom"] <= where["height"] + 1, f"{row} is below the screen: {seen}"
+    return where  # type: ignore[no-any-return]  # the page's JSON: Any
+
+
+@EVERY_ENGINE
+def test_page_down_past_the_rows_loaded_keeps_the_focus_in_view_and_goes_on_with_the_next_page(
+    live, page: Page
+):
+    """A reader's trial in WebKit (1280x800): a Page Down that reached the end of the rows loaded
+    before the next page came left the focus on a row above the screen (the view went on into
+    the next page's skeleton, where there is no row to focus). Page Down goes no further than the
+    last row loaded on top, focused; the keys go on once the next page is in, and a held key
+    while pages load keeps the focus in view, never going back. Here the next pages wait until
+    let go, so it happens in every engine (Chromium and Firefox did the same, only later)."""
+    local_only(live, "holds the app's answers back")
+    given(live, 300)
+    held = HeldRows(live)
+    try:
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.bring_to_front()  # focus is only shown in the page that has the window's focus
+        page.goto(live.url + "/orders")
+        expect(page.locator(ROWS).nth(10)).to_be_attached()
+        page.keyboard.press("Tab")
+        expect(page.locator("a.skip-link")).to_be_focused()
+        page.keyboard.press("Enter")
+        expect(page.locator(ROWS).first).to_be_focused()
+        last = page.locator(ROWS).last.get_attribute("data-id")
+        seen: list[Any] = []
+        for key in ["PageDown"] * 4:  # the 2nd reaches the last row loaded, the rest a held key
+            page.keyboard.press(key)
+            _shown_whole(page, key, seen)
+        assert seen[-1][1]["id"] == last, f"the keys stopped short of the last row, #{last}: {seen}"
+        held.let_go()
+        page.wait_for_function(NEXT_ROW_IN, arg=[last, "nextElementSibling"])
+        page.wait_for_function("() => !window.ordersList.busy()")
+        page.keyboard.press("PageDown")
+        _shown_whole(page, "PageDown", seen)
+        assert page.evaluate(FOCUS_FROM, [last]) == 1, f"the key did not go on from #{last}: {seen}"
+        for _ in range(6):  # held while the pages load
+            before = seen[-1][1]["id"]
+            page.keyboard.press("PageDown")
+            _shown_whole(page, "PageDown", seen)
+            assert page.evaluate(FOCUS_FROM, [before]) >= 0, f"the focus went back from #{before}: {seen}"
+    finally:
+        held.let_go()
+
+
+@EVERY_ENGINE
+def test_after_end_page_up_focuses_a_row_in_view_while_the_rows_above_load(live, page: Page):
+    """End puts the focus on "End of orders."; Page Up from there scrolled the page the browser's
+    way and left the focus there, below the screen (every engine). It goes on as from the last
+    row: a screenful up, the row on top focused; with the rows above still on their way, the first
+    row loaded, whole; and on up as they come."""
+    local_only(live, "holds the app's answers back")
+    given(live, 300)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.bring_to_front()
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(10)).to_be_attached()
+    page.wait_for_function("() => window.ordersList && !window.ordersList.busy()")
+    held = HeldRows(live)
+    try:
+        page.locator(ROWS).first.focus()
+        page.keyboard.press("End")
+        expect(page.locator("#end-of-list")).to_be_focused()
+        seen: list[Any] = []
+        for key in ["PageUp"] * 3:  # the 2nd reaches the first row loaded, the 3rd a held key
+            page.keyboard.press(key)
+            _shown_whole(page, key, seen)
+        first = page.locator(ROWS).first.get_attribute("data-id")
+        assert seen[-1][1]["id"] == first, f"the keys stopped short of the first row, #{first}: {seen}"
+        held.let_go()
+        page.wait_for_function(NEXT_ROW_IN, arg=[first, "previousElementSibling"])
+        for _ in range(4):
+            before = seen[-1][1]["id"]
+            page.keyboard.press("PageUp")
+            _shown_whole(page, "PageUp", seen)
+            assert page.evaluate(FOCUS_FROM, [before]) <= 0, f"the focus went down from #{before}: {seen}"
+        assert page.evaluate(FOCUS_FROM, [first]) == -1, f"the keys did not go on above #{first}: {seen}"
+    finally:
+        held.let_go()

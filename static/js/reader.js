@@ -2,7 +2,7 @@
 //   keys     with focus in the list, j/k and the arrow keys move focus row to row (the sentinels
 //            load and drop rows as the focus goes; from "End of orders." k and Up go to the last
 //            row), Enter opens the focused row, Page Up/Down move a screenful and focus the row
-//            then on top
+//            then on top (Down no further than the last row loaded)
 //   a tap    anywhere on a card (phones: rows are cards below 52rem), or on a row on any touch
 //            screen, opens that order; a long press still selects text (a click that ends a
 //            selection opens nothing)
@@ -12,7 +12,7 @@
 //            row; a row reached by Tab or Shift+Tab is shown whole below the sticky bar
 //   footer   html.rows-below while rows are still to come below (app.css hides the footer)
 // It uses the scroll window's API only (open, firstVisibleRow; "orders:loaded").
-import { ROWS, body, isRow, listTop, store, take } from "./dom.js";
+import { ROWS, body, isRow, lastRow, listTop, store, take } from "./dom.js";
 import { api as list } from "./scroll-window.js";
 
 var OPENED = "reader-opened";  // sessionStorage: the row whose order the reader opened last
@@ -68,14 +68,23 @@ document.addEventListener("orders:loaded", function (evt) {
 
 // A screenful less a row, then the row on top shown whole: the scroll ends anywhere in a row, and
 // the first row in view, focused as it lay, had up to all but a pixel of it under the headers.
+// Down goes no further than the last row loaded, on top: past it lies only the next page's
+// skeleton, no row to focus, and the focus stayed on a row then above the screen (a reader's 2nd
+// Page Down in WebKit, whose next page came later than the key; a held key in every engine). The
+// skeleton in view loads that page, and the next key goes on from the last row. Up needs no
+// bound: above the rows loaded, the first of them is the first row in view (shown whole).
 function screenful(step) {
-  window.scrollBy(0, step * Math.max(1, window.innerHeight - listTop() - 48));
-  var row = list.firstVisibleRow();
+  pending = 0;  // a move past the rows loaded, given up for this one
+  var by = step * Math.max(1, window.innerHeight - listTop() - 48);
+  var last = step > 0 ? lastRow() : null;
+  if (last) by = Math.min(by, Math.max(0, Math.floor(last.getBoundingClientRect().top - listTop())));
+  if (by) window.scrollBy(0, by);
+  var row = list.firstVisibleRow() || last;
   if (row) focusRow(row);
 }
 
 // The end of the list ("End of orders.", where End puts the focus): the keys back go on from
-// there, to the last row and up (there is nothing below it).
+// there, to the last row and up, Page Up a screenful up (there is nothing below it).
 function atEnd(el) { return !!el && el.id === "end-of-list" && el.parentElement === body(); }
 
 // On window, after the document's listeners: the find bar (controls.js) tucks or comes back for
@@ -83,10 +92,13 @@ function atEnd(el) { return !!el && el.id === "end-of-list" && el.parentElement 
 // focused a row below the tucked bar, and the bar then came back over it, hiding it whole.)
 window.addEventListener("keydown", function (evt) {
   if (evt.altKey || evt.ctrlKey || evt.metaKey || evt.shiftKey) return;
-  var last = PREVIOUS[evt.key] && atEnd(evt.target) ? sibling(evt.target, -1) : null;
+  var up = PREVIOUS[evt.key] || evt.key === "PageUp";
+  var last = up && atEnd(evt.target) ? sibling(evt.target, -1) : null;
   if (last) {
     evt.preventDefault();
-    focusRow(last);
+    // Page Up as from the last row (the browser's own scroll left the focus below the screen).
+    if (evt.key === "PageUp") screenful(-1);
+    else focusRow(last);
     return;
   }
   var row = rowOf(evt.target);
