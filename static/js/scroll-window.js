@@ -89,16 +89,22 @@ export function firstVisibleRow() {
 }
 
 function anchorNow() {
-  var row = firstVisibleRow();
-  return row && { row: row, top: row.getBoundingClientRect().top };
+  var row = firstVisibleRow(), box = row && row.getBoundingClientRect();
+  return row && { row: row, top: box.top, inset: inset(), height: box.height };
 }
 // One read after all the writes: scroll back by what the anchor moved. Chromium's CSS scroll
 // anchoring often did it already (then the shift is 0); Safari and `overflow-anchor: none` not.
-function restore(anchor) {
+// Across a resize the row goes as far below the list's top (the sticky bar's height changes with
+// the size) and with as much of its height under it (a card is 71 px, a table row 42: a card all
+// but 1.6 px under the bar kept its 70 px as a table row, and the next row lay 27 px under the
+// bar). A shift of at most `slack` px is left.
+function restore(anchor, slack) {
   if (!anchor || !anchor.row.isConnected) return;
-  var shift = anchor.row.getBoundingClientRect().top - anchor.top;
+  var box = anchor.row.getBoundingClientRect(), top = anchor.top;
+  if (anchor.inset !== undefined) top = inset() + (top - anchor.inset) * (box.height / anchor.height || 1);
+  var shift = box.top - top;
   // To the nearest whole pixel (WebKit's scrollBy drops the fraction: 1.9 px moves there).
-  if (Math.abs(shift) >= 0.5) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
+  if (Math.abs(shift) >= 0.5 && Math.abs(shift) > (slack || 0)) window.scrollTo(window.scrollX, Math.round(window.scrollY + shift));
 }
 // `change` (something above the rows changing height) with the first row in view kept where it was.
 function keepingPlace(change) {
@@ -135,8 +141,10 @@ function notePlaceSoon() {
 var RESIZE_WAIT_MS = 1000;
 var sizeSeen = viewportSize();
 var sizeDiffSince = 0;
+var resizeFrame = 0;  // while a resize's place is kept frame by frame (below)
 function viewportSize() { return window.innerWidth + "x" + window.innerHeight; }
 function resizePending() {
+  if (resizeFrame) return true;
   var size = viewportSize();
   if (size === sizeSeen) { sizeDiffSince = 0; return false; }
   var now = performance.now();
@@ -209,13 +217,31 @@ document.addEventListener("click", function (evt) {
 window.addEventListener("pagehide", function () { if (table()) flushPlace(); });
 
 // A resize or rotation reflows every row (cards below 52rem): the row that was first in view
-// goes back where it was, and the address (which names it) stays true.
+// goes back where it was below the list's top, and the address (which names it) stays true.
+// WebKit measures the bar (controls.js) before the event and applies the new size's media queries
+// after it, at times frames later (the rows turn to cards, the bar folds or opens): the row is put
+// back in every frame until two frames move nothing (at most 30), and nothing is noted meanwhile
+// (a place noted then named a row above or below the reader's). A pixel is left: controls.js puts
+// a row within a pixel of the top on it, and a pixel more showed the row above 1.1 px (Firefox,
+// 620x800 to 844x390), which then counted as the first in view.
 window.addEventListener("resize", function () {
   sizeSeen = viewportSize();
   sizeDiffSince = 0;
   insetPx = null;
+  cancelAnimationFrame(resizeFrame);
+  resizeFrame = 0;
   if (landing) { settleLanding(); return; }
-  restore(place && !scrolledSince && place.row.isConnected ? place : null);
+  var kept = place && !scrolledSince && place.row.isConnected ? place : null;
+  restore(kept);
+  var still = 0, frames = 0;
+  var again = function () {
+    insetPx = null;
+    var y = window.scrollY;
+    if (!scrolledSince) restore(kept, 1);
+    still = window.scrollY === y ? still + 1 : 0;
+    resizeFrame = scrolledSince || still >= 2 || ++frames >= 30 ? 0 : requestAnimationFrame(again);
+  };
+  if (kept) resizeFrame = requestAnimationFrame(again);
   rememberPlaceSoon();
 });
 
