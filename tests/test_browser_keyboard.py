@@ -136,14 +136,7 @@ def test_page_down_and_page_up_focus_a_row_shown_whole_below_the_bar(live, page:
     wholly hidden, so Enter opened an order the reader could not see. After every key the focused
     row is whole, below the sticky bar and headers as drawn and above the viewport's bottom."""
     given(live, 300)
-    page.set_viewport_size({"width": 1280, "height": 800})
-    page.bring_to_front()  # focus is only shown in the page that has the window's focus
-    page.goto(live.url + "/orders")
-    expect(page.locator(ROWS).nth(10)).to_be_attached()
-    page.keyboard.press("Tab")
-    expect(page.locator("a.skip-link")).to_be_focused()
-    page.keyboard.press("Enter")
-    expect(page.locator(ROWS).first).to_be_focused()
+    _into_the_rows(live, page)
     seen = []
     for key in ["PageDown"] * 6 + ["PageUp"] * 2:
         # At a reader's pace: the rows a key brought near are in before the next key (a key past
@@ -199,6 +192,19 @@ NEXT_ROW_IN = """([id, side]) => {
 }"""
 
 
+def _into_the_rows(live: Any, page: Page) -> None:
+    """The list at 1280x800, the focus on its first row as a keyboard reader puts it there: Tab to
+    "Skip to the orders", then Enter."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.bring_to_front()  # focus is only shown in the page that has the window's focus
+    page.goto(live.url + "/orders")
+    expect(page.locator(ROWS).nth(10)).to_be_attached()
+    page.keyboard.press("Tab")
+    expect(page.locator("a.skip-link")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(ROWS).first).to_be_focused()
+
+
 def _shown_whole(page: Page, key: str, seen: list[Any]) -> dict[str, Any]:
     where = page.evaluate(FOCUSED_BELOW_THE_BAR)
     seen.append((key, where))
@@ -223,14 +229,7 @@ def test_page_down_past_the_rows_loaded_keeps_the_focus_in_view_and_goes_on_with
     given(live, 300)
     held = HeldRows(live)
     try:
-        page.set_viewport_size({"width": 1280, "height": 800})
-        page.bring_to_front()  # focus is only shown in the page that has the window's focus
-        page.goto(live.url + "/orders")
-        expect(page.locator(ROWS).nth(10)).to_be_attached()
-        page.keyboard.press("Tab")
-        expect(page.locator("a.skip-link")).to_be_focused()
-        page.keyboard.press("Enter")
-        expect(page.locator(ROWS).first).to_be_focused()
+        _into_the_rows(live, page)
         last = page.locator(ROWS).last.get_attribute("data-id")
         seen: list[Any] = []
         for key in ["PageDown"] * 4:  # the 2nd reaches the last row loaded, the rest a held key
